@@ -1,0 +1,63 @@
+/* weft/backend.h — the backend vtable (SPEC §4.2). All policy (admission, rounds, drafts, prompt cache)
+ * lives above it in the lane core; a backend only runs forwards over stream slots and draws tokens.
+ *
+ * Positions: a stream's token at absolute position p is seq[p]. A segment feeds rows at positions
+ * start .. start+n_rows-1 (start = the stream's cache_len: rows already in its caches). The draw made from
+ * row r predicts the token at position start+r+1 and is keyed at that position (SPEC §5.2).
+ * Row invariance (SPEC §4.3.1): a row's logits must not depend on the other rows or segments of the call. */
+#ifndef WEFT_BACKEND_H
+#define WEFT_BACKEND_H
+
+#include "weft/common.h"
+#include "weft/sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_segment {
+    int slot;                 /* stream slot, 0 <= slot < max_slots, opened with open() */
+    int start;                /* position of row 0 = rows already in the slot's caches */
+    int n_rows;               /* rows fed in this call (>= 1) */
+    const int32_t *seq;       /* [start + n_rows] every token of the stream up to the last row: prompt, then
+                                 generated, then this window's draft rows. Rows fed are seq[start..]. */
+    int n_prompt;             /* seq[0..n_prompt) is the prompt; later positions count as generated */
+    int n_draw;               /* draw from the last n_draw rows (prefill chunk: 0, or 1 on the last chunk;
+                                 decode window: n_rows) */
+    const weft_sampling *sampling; /* used when n_draw > 0 */
+    int32_t *draws;           /* out [n_draw] */
+    weft_logprobs *logprobs;  /* out [n_draw] or NULL (sampling->logprobs says how many top entries) */
+} weft_segment;
+
+typedef struct weft_backend_ops {
+    const char *name; /* "cpu", "cuda", "fake" */
+    /* Prepares slot for a new stream of at most `capacity` positions (prompt + reply). Allocation happens
+     * here, never in forward. WEFT_ENOMEM with the numbers when it cannot. */
+    weft_status (*open)(void *self, int slot, int capacity, weft_err *err);
+    /* One forward over every segment (each a different slot), then the draws. */
+    weft_status (*forward)(void *self, weft_segment *segs, int n_segs, weft_err *err);
+    /* After a verify window: keep only the first cache_len positions of the slot's caches and states. */
+    weft_status (*keep)(void *self, int slot, int cache_len, weft_err *err);
+    /* Frees the slot's caches. Always succeeds. */
+    void (*release)(void *self, int slot);
+    /* Bytes used by weights + states, and bytes still free for new streams. Safe from any thread. */
+    void (*memory)(void *self, size_t *used, size_t *free_bytes);
+    /* Optional (NULL = WEFT_ENOTSUP): prompt-cache snapshots of a slot at position pos (pos == cache_len). */
+    size_t (*snapshot_bytes)(void *self, int slot);
+    weft_status (*save)(void *self, int slot, void *dst, size_t bytes, weft_err *err);
+    weft_status (*restore)(void *self, int slot, int pos, const void *src, size_t bytes, weft_err *err);
+    void (*destroy)(void *self);
+} weft_backend_ops;
+
+typedef struct weft_backend {
+    const weft_backend_ops *ops;
+    void *self;
+    int max_slots;      /* slots available (streams that can be open at once) */
+    int max_rows;       /* most rows one forward accepts (row budget of a round) */
+    int64_t vocab_size;
+} weft_backend;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/* weft/family.h — what a model family gives the CPU backend: per-stream state and one forward over rows.
+ *
+ * The backend (src/backend/cpu/backend.c) owns slots, the thread pool and sampling; the family owns the math
+ * (src/families/<family>.c). Rows of one call may come from many streams; a row's result must not depend on
+ * the others (SPEC §4.3.1). */
+#ifndef WEFT_FAMILY_H
+#define WEFT_FAMILY_H
+
+#include "weft/config.h"
+#include "weft/cpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One row of a forward: token `token` of the stream in `slot` at absolute position `pos`. */
+typedef struct weft_row {
+    int slot;
+    int pos;
+    int32_t token;
+} weft_row;
+
+typedef struct weft_family_ops {
+    const char *name;
+    /* Bytes of one stream's state (KV cache, recurrent states) for `capacity` positions. */
+    size_t (*state_bytes)(const void *fam, int capacity);
+    /* Prepares zeroed state memory (state_bytes(capacity) bytes, owned by the backend) for a new stream. */
+    void (*state_init)(const void *fam, void *state, int capacity);
+    /* Runs rows[0..n) (grouped by slot, positions ascending within a slot, each slot's first row at its
+     * cache_len) through the model, writing their caches; writes fp32 logits [n_out, vocab] of rows
+     * out_rows[0..n_out). states[slot] is the slot's state. n <= max_rows given at creation. */
+    weft_status (*forward)(void *fam, weft_pool *pool, void *const *states, const weft_row *rows, int n,
+                           const int *out_rows, int n_out, float *logits, weft_err *err);
+    /* Rolls a stream's state back so that only positions < cache_len remain (after a verify window). */
+    weft_status (*keep)(void *fam, void *state, int cache_len, weft_err *err);
+    void (*destroy)(void *fam);
+} weft_family_ops;
+
+typedef struct weft_family_model {
+    const weft_family_ops *ops;
+    void *self;
+    int max_rows;          /* most rows one forward takes */
+    int64_t vocab_size;
+    size_t scratch_floats; /* per-thread scratch the family's kernels need (pool size) */
+    size_t weights_bytes;  /* resident bytes of the family's own decoded copies (norms etc.) */
+} weft_family_model;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,207 @@
+/* weft/server.h — the OpenAI-compatible HTTP server (SPEC §3) and the "model service" it calls.
+ *
+ * The server knows nothing of lanes, tokenizers or templates: it calls a weft_model_service, a struct of
+ * function pointers plus a context that the binary wires to the real components (src/server/service_*.c).
+ * Tests wire it to a fake.
+ *
+ * Threading: libmicrohttpd, one thread per connection. A request's thread parses, validates, submits one
+ * engine job per choice and then waits on a per-request mailbox that the engine fills through a sink
+ * callback (weft_srv_sink_fn). Streaming writes SSE from the same thread. Every wait wakes at least every
+ * 50 ms to notice a client that went away (then it cancels its jobs) or a shutdown.
+ *
+ * Lifetimes: weft_server_create → weft_server_start → weft_server_attach (ready; /health 200) →
+ * weft_server_shutdown (blocks until every request ended) → weft_server_destroy. */
+#ifndef WEFT_SERVER_H
+#define WEFT_SERVER_H
+
+#include <stdio.h>
+#include "weft/common.h"
+#include "weft/sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- engine events (engine thread → request mailbox) ---------------------------------------------- */
+
+typedef enum weft_srv_event_kind {
+    WEFT_SRV_EV_PREFILLED = 1, /* the prompt is in the caches; cached_tokens set. At most once, first. */
+    WEFT_SRV_EV_TOKENS = 2,    /* committed tokens, in order (the EOS token included when one ends it) */
+    WEFT_SRV_EV_FINISHED = 3,  /* exactly once, last; no sink call follows it */
+} weft_srv_event_kind;
+
+typedef enum weft_srv_end {
+    WEFT_SRV_END_NONE = 0,
+    WEFT_SRV_END_EOS = 1,       /* the model drew an end-of-generation token (it was sent in TOKENS) */
+    WEFT_SRV_END_LENGTH = 2,    /* max_tokens reached */
+    WEFT_SRV_END_CANCELLED = 3, /* weft_model_service.cancel was called, or the engine is stopping */
+    WEFT_SRV_END_ERROR = 4,     /* the job failed; message says why */
+} weft_srv_end;
+
+/* Per-job statistics, reported with FINISHED. Unknown values are -1. */
+typedef struct weft_srv_gen_stats {
+    int64_t rounds;    /* forward rounds this job took part in (prefill chunks + decode rounds) */
+    int64_t drafted;   /* draft tokens proposed for this job */
+    int64_t accepted;  /* draft tokens kept */
+    double prefill_s;  /* seconds spent prefilling this job's prompt */
+    double decode_s;   /* seconds from the first generated token to the end */
+} weft_srv_gen_stats;
+
+typedef struct weft_srv_event {
+    weft_srv_event_kind kind;
+    int cached_tokens;              /* PREFILLED: prompt tokens resumed from the prompt cache */
+    const int32_t *ids;             /* TOKENS: [n_ids] token ids */
+    int n_ids;                      /* TOKENS: >= 1 */
+    const weft_logprobs *logprobs;  /* TOKENS: [n_ids] when the job asked for logprobs (>= 0), else NULL */
+    weft_srv_end end;               /* FINISHED */
+    const char *message;            /* FINISHED with ERROR: one line, or NULL */
+    weft_srv_gen_stats stats;       /* FINISHED */
+} weft_srv_event;
+
+/* Called by the engine on its own thread. Copies what it needs and returns at once (a mutex and a
+ * condition signal, no I/O). Pointers in ev are only valid during the call. Never called after FINISHED. */
+typedef void (*weft_srv_sink_fn)(void *sink_ctx, const weft_srv_event *ev);
+
+/* One engine job = one choice of one request. Every pointer stays valid until release(handle). */
+typedef struct weft_srv_job {
+    const int32_t *prompt;   /* [n_prompt] token ids, each in [0, vocab_size) */
+    int n_prompt;            /* >= 1; n_prompt + max_tokens <= context_length (the server checked) */
+    weft_sampling sampling;  /* seed is the effective seed (SPEC §5.3; + choice index for n > 1);
+                                logit_bias points into the request */
+    int max_tokens;          /* >= 1: the engine ends the job with LENGTH after this many tokens */
+    bool ignore_eos;         /* true: an EOS draw does not end the job */
+    bool draft;              /* false: serial reference decoding (no drafts) */
+    int choice;              /* choice index within the request (logs only) */
+    const char *request_id;  /* X-Request-Id (logs only) */
+} weft_srv_job;
+
+/* Engine gauges read by /metrics. Unknown values are -1: the metric is then omitted, never a fake 0. */
+typedef struct weft_srv_engine_stats {
+    int64_t requests_running;     /* jobs admitted to rounds */
+    int64_t requests_waiting;     /* jobs queued */
+    double kv_cache_usage;        /* fraction 0..1 of KV capacity in use */
+    int64_t device_memory_bytes;  /* bytes used on the device (or host for CPU) by weights + caches */
+    int64_t prefix_cache_queries; /* prompt tokens looked up in the prompt cache, total */
+    int64_t prefix_cache_hits;    /* of those, tokens resumed from it, total */
+} weft_srv_engine_stats;
+
+/* ---- the model service ----------------------------------------------------------------------------- */
+
+/* Everything the server needs from a loaded model. Fields are read-only after weft_server_attach. Every
+ * function may be called from many request threads at once (they must be thread-safe); ctx is passed back
+ * as the first argument. Strings are UTF-8. Memory returned through `**out` is malloc'd; the server free()s. */
+typedef struct weft_model_service {
+    void *ctx;
+    const char *model_id;       /* served id (--name) */
+    const char *const *aliases; /* [n_aliases] extra ids accepted in "model" (--alias) */
+    int n_aliases;
+    int64_t created;            /* unix seconds, shown in /v1/models */
+    int context_length;         /* tokens per stream (prompt + reply), --context */
+    int vocab_size;             /* token ids are in [0, vocab_size) */
+    bool has_tokenizer;         /* false: token-id prompts only; replies carry weft.token_ids, empty text */
+    bool has_chat_template;     /* false: /v1/chat/completions answers 400 */
+    bool add_bos;               /* the tokenizer prepends BOS with add_special (an empty prompt is then valid) */
+    bool thinks;                /* the chat template uses <think>...</think>: split reasoning_content */
+
+    /* Text → ids. add_special: BOS/EOS as the tokenizer's post-processor adds them; parse_special: special
+     * token text ("<|im_end|>") becomes its id. *ids malloc'd ([*n_ids], may be 0 long). WEFT_EINVAL with a
+     * message on failure. Required when has_tokenizer. */
+    weft_status (*tokenize)(void *ctx, const char *text, size_t len, bool add_special, bool parse_special,
+                            int32_t **ids, int *n_ids, weft_err *err);
+
+    /* Incremental detokenizer. detok_new gets the prompt (context for decoders that strip or merge at the
+     * start, e.g. SentencePiece's leading space); detok_feed returns the bytes token `id` adds to the text
+     * (possibly 0 bytes, possibly an incomplete UTF-8 sequence that a later token completes — the server
+     * reassembles characters) in a buffer owned by the detokenizer, valid until the next call. Control tokens
+     * (BOS, EOS, pad) give 0 bytes; <think> and </think> give their text. Required when has_tokenizer. */
+    void *(*detok_new)(void *ctx, const int32_t *prompt, int n_prompt);
+    const char *(*detok_feed)(void *ctx, void *detok, int32_t id, size_t *len);
+    void (*detok_free)(void *ctx, void *detok);
+
+    /* The raw bytes of one token's piece, for logprobs ("token", "bytes"). Buffer owned by the service,
+     * valid until the service is destroyed. Optional (NULL: the server uses a fresh detokenizer). */
+    const char *(*token_piece)(void *ctx, int32_t id, size_t *len);
+
+    /* Chat template. messages_json: a JSON array of {"role","content":string,...} (content already flattened);
+     * kwargs_json: a JSON object of template variables (enable_thinking, reasoning_effort, ...). *text
+     * malloc'd. A template error (raise_exception, unsupported role order) is WEFT_EINVAL with the template's
+     * message: the server answers 400 with it. Required when has_chat_template. */
+    weft_status (*render_chat)(void *ctx, const char *messages_json, const char *kwargs_json,
+                               bool add_generation_prompt, char **text, weft_err *err);
+
+    /* Submit one job. On WEFT_OK, *handle identifies it and the sink receives PREFILLED?, TOKENS*, FINISHED.
+     * Errors: WEFT_EBUSY (queue full: 503 server_busy), WEFT_ECANCELLED (engine stopping: 503), WEFT_EINVAL
+     * or WEFT_ERANGE (400 with the message), anything else 500. The sink may be called before submit returns. */
+    weft_status (*submit)(void *ctx, const weft_srv_job *job, weft_srv_sink_fn sink, void *sink_ctx,
+                          void **handle, weft_err *err);
+    /* Ask the job to end (between rounds / prefill chunks): the sink then gets FINISHED (CANCELLED, or the
+     * job's own end if it finished first). Idempotent; safe from any thread until release. */
+    void (*cancel)(void *ctx, void *handle);
+    /* Free the job. Called once per handle, only after its FINISHED event was delivered. */
+    void (*release)(void *ctx, void *handle);
+    /* Fill the engine gauges (unknown = -1). Optional (NULL: those metrics are omitted). */
+    void (*stats)(void *ctx, weft_srv_engine_stats *out);
+} weft_model_service;
+
+/* ---- server ---------------------------------------------------------------------------------------- */
+
+typedef enum weft_log_format { WEFT_LOG_NONE = 0, WEFT_LOG_TEXT = 1, WEFT_LOG_JSON = 2 } weft_log_format;
+
+/* Server settings (SPEC §2.1). Strings and arrays are borrowed; they must outlive the server. */
+typedef struct weft_server_config {
+    const char *host;             /* "127.0.0.1"; "0.0.0.0" / "::" for all interfaces */
+    int port;                     /* 8080; 0 = an ephemeral port (see weft_server_port) */
+    const char *const *api_keys;  /* [n_api_keys]; none = every route open */
+    int n_api_keys;
+    bool metrics_open;            /* --metrics-open: /metrics without a key */
+    size_t max_body_bytes;        /* request body limit, 32 MiB; larger → 413 */
+    int max_connections;          /* concurrent connections accepted (threads), 1024 */
+    int max_tokens;               /* --max-tokens 4096: reply limit when a request omits max_tokens */
+    weft_sampling defaults;       /* --temperature/--top-p/--top-k/--min-p defaults; seed/logprobs ignored */
+    const char *seed_salt;        /* --seed-salt, "0" */
+    bool thinking;                /* --thinking (default true): enable_thinking when a request omits it */
+    bool drafts;                  /* false with --no-drafts */
+    weft_log_format log_format;   /* access log: one line per request */
+    FILE *log;                    /* where access lines go (NULL = stderr) */
+} weft_server_config;
+
+typedef struct weft_server weft_server;
+
+/* Fills cfg with the defaults above. */
+void weft_server_config_default(weft_server_config *cfg);
+
+/* Allocates a server (nothing listens yet). Errors: WEFT_EINVAL (bad config), WEFT_ENOMEM. */
+weft_status weft_server_create(const weft_server_config *cfg, weft_server **out, weft_err *err);
+
+/* Binds host:port and starts serving. Until weft_server_attach, /health answers 503 {"status":"loading"}
+ * and model routes 503. Errors: WEFT_EIO (bind/listen failed, message names host:port and errno). */
+weft_status weft_server_start(weft_server *srv, weft_err *err);
+
+/* The bound TCP port (useful with port 0), or 0 before start. */
+int weft_server_port(const weft_server *srv);
+
+/* Makes svc the served model (copied; svc->ctx and its strings must outlive the server) and marks the
+ * server ready. Call once, after loading. Errors: WEFT_EINVAL (a required function missing). */
+weft_status weft_server_attach(weft_server *srv, const weft_model_service *svc, weft_err *err);
+
+/* Graceful shutdown (SPEC §3): stop accepting; requests get up to grace_s seconds to finish; then running
+ * streams end after their current round with finish_reason "cancelled", an error event and [DONE]; running
+ * non-streamed requests return 200 with the text so far and "cancelled"; queued ones get 503. Returns when
+ * every request has ended and the listener is closed. Safe to call once, from any non-request thread
+ * (e.g. main after SIGTERM). The engine is still needed during the call; stop it afterwards. */
+void weft_server_shutdown(weft_server *srv, double grace_s);
+
+/* Frees the server (calls weft_server_shutdown(srv, 0) first if it is still running). NULL is a no-op. */
+void weft_server_destroy(weft_server *srv);
+
+/* SPEC §5.3 seed for a prompt without one: first 8 bytes (LE) of SHA-256 over the ids in decimal joined by
+ * "," then "|" and salt, masked to 63 bits. */
+uint64_t weft_server_seed_from_prompt(const int32_t *ids, int n, const char *salt);
+
+/* SPEC §5.4 token_sha: 12 lowercase hex digits (+ NUL) into out[13]. */
+void weft_server_token_sha(const int32_t *ids, int n, char out[13]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

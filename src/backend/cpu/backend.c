@@ -1,0 +1,148 @@
+/* The CPU backend: stream slots (family state memory), one forward per round over every segment's rows, then
+ * each drawn row is sampled with its stream's settings at its own position (SPEC §4.2, §5). */
+#include "weft/cpu_backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_backend {
+    weft_family_model fam;
+    weft_pool *pool;
+    int max_slots, max_rows;
+    void **states;         /* [max_slots] family state, NULL when closed */
+    size_t *state_size;    /* [max_slots] */
+    weft_row *rows;        /* [max_rows] */
+    int *out_rows;         /* [max_rows] */
+    float *logits;         /* [max_rows, vocab] */
+    weft_sampler *sampler; /* draws are made one by one on the calling thread */
+    size_t used_bytes;     /* stream states currently allocated */
+} cpu_backend;
+
+static weft_status cpu_open(void *self, int slot, int capacity, weft_err *err) {
+    cpu_backend *b = self;
+    if (slot < 0 || slot >= b->max_slots) return weft_err_set(err, WEFT_EINVAL, "slot %d out of range", slot);
+    if (b->states[slot]) return weft_err_set(err, WEFT_EINVAL, "slot %d is already open", slot);
+    if (capacity < 1) return weft_err_set(err, WEFT_EINVAL, "capacity %d < 1", capacity);
+    size_t bytes = b->fam.ops->state_bytes(b->fam.self, capacity);
+    void *st = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!st)
+        return weft_err_set(err, WEFT_ENOMEM, "cannot allocate %zu bytes of stream state (capacity %d)", bytes,
+                            capacity);
+    b->fam.ops->state_init(b->fam.self, st, capacity);
+    b->states[slot] = st;
+    b->state_size[slot] = bytes;
+    b->used_bytes += bytes;
+    return WEFT_OK;
+}
+
+static void cpu_release(void *self, int slot) {
+    cpu_backend *b = self;
+    if (slot < 0 || slot >= b->max_slots || !b->states[slot]) return;
+    free(b->states[slot]);
+    b->states[slot] = NULL;
+    b->used_bytes -= b->state_size[slot];
+    b->state_size[slot] = 0;
+}
+
+static weft_status cpu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err) {
+    cpu_backend *b = self;
+    int n = 0, n_out = 0;
+    for (int s = 0; s < n_segs; s++) {
+        const weft_segment *g = &segs[s];
+        if (g->slot < 0 || g->slot >= b->max_slots || !b->states[g->slot])
+            return weft_err_set(err, WEFT_EINVAL, "segment %d: slot %d is not open", s, g->slot);
+        if (g->n_rows < 1 || g->n_draw < 0 || g->n_draw > g->n_rows)
+            return weft_err_set(err, WEFT_EINVAL, "segment %d: %d rows, %d drawn", s, g->n_rows, g->n_draw);
+        if (n + g->n_rows > b->max_rows)
+            return weft_err_set(err, WEFT_EINVAL, "forward of more than %d rows", b->max_rows);
+        for (int r = 0; r < g->n_rows; r++) {
+            b->rows[n] = (weft_row){g->slot, g->start + r, g->seq[g->start + r]};
+            if (r >= g->n_rows - g->n_draw) b->out_rows[n_out++] = n;
+            n++;
+        }
+    }
+    weft_status st = b->fam.ops->forward(b->fam.self, b->pool, b->states, b->rows, n, b->out_rows, n_out,
+                                         b->logits, err);
+    if (st) return st;
+    int o = 0;
+    for (int s = 0; s < n_segs; s++) {
+        weft_segment *g = &segs[s];
+        for (int j = 0; j < g->n_draw; j++, o++) {
+            int r = g->n_rows - g->n_draw + j;
+            int64_t pos = (int64_t)g->start + r + 1; /* position of the token being drawn */
+            const float *z = b->logits + (size_t)o * (size_t)b->fam.vocab_size;
+            weft_logprobs *lp = g->logprobs ? &g->logprobs[j] : NULL;
+            g->draws[j] = weft_sample(b->sampler, z, g->sampling, g->seq, pos, g->n_prompt, lp);
+        }
+    }
+    return WEFT_OK;
+}
+
+static weft_status cpu_keep(void *self, int slot, int cache_len, weft_err *err) {
+    cpu_backend *b = self;
+    if (slot < 0 || slot >= b->max_slots || !b->states[slot])
+        return weft_err_set(err, WEFT_EINVAL, "keep: slot %d is not open", slot);
+    return b->fam.ops->keep(b->fam.self, b->states[slot], cache_len, err);
+}
+
+static void cpu_memory(void *self, size_t *used, size_t *free_bytes) {
+    cpu_backend *b = self;
+    if (used) *used = b->used_bytes + b->fam.weights_bytes;
+    if (free_bytes) *free_bytes = 0; /* host memory: admission reads it from the OS (see weft_check_memory) */
+}
+
+static void cpu_destroy(void *self) {
+    cpu_backend *b = self;
+    if (!b) return;
+    for (int s = 0; b->states && s < b->max_slots; s++) cpu_release(b, s);
+    if (b->fam.ops) b->fam.ops->destroy(b->fam.self);
+    weft_pool_free(b->pool);
+    weft_sampler_free(b->sampler);
+    free(b->states);
+    free(b->state_size);
+    free(b->rows);
+    free(b->out_rows);
+    free(b->logits);
+    free(b);
+}
+
+static const weft_backend_ops CPU_OPS = {
+    .name = "cpu",
+    .open = cpu_open,
+    .forward = cpu_forward,
+    .keep = cpu_keep,
+    .release = cpu_release,
+    .memory = cpu_memory,
+    .destroy = cpu_destroy,
+};
+
+weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_opts *opts, weft_backend *out,
+                                 weft_err *err) {
+    cpu_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        fam.ops->destroy(fam.self);
+        return weft_err_set(err, WEFT_ENOMEM, "out of memory");
+    }
+    b->fam = fam;
+    b->max_slots = opts->max_slots > 0 ? opts->max_slots : 1;
+    b->max_rows = fam.max_rows;
+    size_t logit_bytes = (size_t)b->max_rows * (size_t)fam.vocab_size * sizeof(float);
+    b->pool = weft_pool_new(opts->threads > 0 ? opts->threads : 1, fam.scratch_floats);
+    b->states = calloc((size_t)b->max_slots, sizeof *b->states);
+    b->state_size = calloc((size_t)b->max_slots, sizeof *b->state_size);
+    b->rows = malloc((size_t)b->max_rows * sizeof *b->rows);
+    b->out_rows = malloc((size_t)b->max_rows * sizeof *b->out_rows);
+    b->logits = malloc(logit_bytes);
+    b->sampler = weft_sampler_new(fam.vocab_size);
+    if (!b->pool || !b->states || !b->state_size || !b->rows || !b->out_rows || !b->logits || !b->sampler) {
+        cpu_destroy(b);
+        return weft_err_set(err, WEFT_ENOMEM, "cannot allocate the CPU backend (%zu bytes of logits for %d rows)",
+                            logit_bytes, fam.max_rows);
+    }
+    out->ops = &CPU_OPS;
+    out->self = b;
+    out->max_slots = b->max_slots;
+    out->max_rows = b->max_rows;
+    out->vocab_size = fam.vocab_size;
+    return WEFT_OK;
+}

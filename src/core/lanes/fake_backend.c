@@ -1,0 +1,411 @@
+/* fake_backend.c — a history-sensitive backend for the lane core's tests (weft/lanes.h, "fake backend").
+ *
+ * Model: slot state is a rolling hash over every token fed, h[p + 1] = step(h[p], seq[p]); the logits of the
+ * row at position p are a function of h[p + 1] only, so of the whole history seq[0..p]. A batching, ordering,
+ * chunking or rollback bug therefore changes the tokens, while a correct host gets the same tokens however it
+ * cuts and mixes rows (rows are independent by construction, as SPEC §4.3.1 asks of real backends). It keeps
+ * its own copy of every token fed, so it can check that the host's seq agrees with it, and that each segment
+ * starts exactly at the slot's cache_len. */
+#include "weft/lanes.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct fake_slot {
+    bool open;
+    int capacity;
+    int cache_len;
+    int n_prompt;  /* as first seen in a segment; -1 before */
+    int32_t *toks; /* [capacity] fed tokens */
+    uint64_t *h;   /* [capacity + 1] h[p] = hash of toks[0..p) */
+} fake_slot;
+
+typedef struct fake {
+    weft_fake_config cfg;
+    pthread_mutex_t mu;
+    fake_slot *slots;   /* [max_slots] */
+    int *call_mark;     /* [max_slots] forward number that last used the slot */
+    float *raw, *z;     /* [vocab] work */
+    int *counts;        /* [vocab] work */
+    weft_fake_stats st;
+    void (*hook)(void *, const weft_segment *, int);
+    void *hook_ctx;
+    int fail_open_after, fail_forward_after;
+} fake;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t hash_init(uint64_t salt) { return mix64(salt ^ 0x5EEDF00DCAFEULL); }
+static uint64_t hash_step(uint64_t h, int32_t t) {
+    return mix64(h ^ ((uint64_t)(uint32_t)t + 1) * 0x9E3779B97F4A7C15ULL);
+}
+
+/* Raw logits of a row whose history hashes to h: 24-bit values spread over [-4, 4). */
+static void row_logits(uint64_t h, uint64_t salt, int vocab, float *z) {
+    for (int i = 0; i < vocab; i++) {
+        uint64_t x = mix64(h ^ salt ^ ((uint64_t)i + 1) * 0xD1B54A32D192ED03ULL);
+        z[i] = (float)((double)(x >> 40) * (8.0 / 16777216.0) - 4.0);
+    }
+}
+
+/* SPEC §5.2 keyed uniform in (0, 1). */
+static double keyed_u(uint64_t seed, uint64_t pos, uint64_t id) {
+    uint64_t k = mix64(mix64(mix64(seed + 0x9E3779B97F4A7C15ULL) ^ (pos * 0xD1B54A32D192ED03ULL)) ^ id);
+    return ((double)(k >> 12) + 0.5) * 0x1p-52;
+}
+
+static void fill_logprobs(const float *raw, int vocab, int32_t tok, int n_top, weft_logprobs *out) {
+    float m = raw[0];
+    for (int i = 1; i < vocab; i++)
+        if (raw[i] > m) m = raw[i];
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)raw[i] - (double)m);
+    double lse = (double)m + log(sum);
+    memset(out, 0, sizeof *out);
+    out->token = tok;
+    out->logprob = (float)((double)raw[tok] - lse);
+    if (n_top > vocab) n_top = vocab;
+    out->n_top = n_top;
+    /* Top entries by value, ties by id: pick the best not yet taken, n_top times (tests use small vocabs). */
+    for (int k = 0; k < n_top; k++) {
+        int best = -1;
+        for (int i = 0; i < vocab; i++) {
+            bool taken = false;
+            for (int j = 0; j < k && !taken; j++) taken = out->top_ids[j] == i;
+            if (taken) continue;
+            if (best < 0 || raw[i] > raw[best]) best = i;
+        }
+        out->top_ids[k] = best;
+        out->top_logprobs[k] = (float)((double)raw[best] - lse);
+    }
+}
+
+/* Draws the token at position p + 1 from the row at position p (history seq[0..p]). raw: the row's logits;
+ * z, counts: [vocab] work. */
+static int32_t draw_row(const float *raw, int vocab, const int32_t *seq, int n_prompt, int p,
+                        const weft_sampling *s, float *z, int *counts, weft_logprobs *lp) {
+    memcpy(z, raw, (size_t)vocab * sizeof *z);
+    for (int i = 0; i < s->n_logit_bias; i++) {
+        int id = s->logit_bias[i].id;
+        if (id >= 0 && id < vocab) z[id] = (float)((double)z[id] + s->logit_bias[i].bias);
+    }
+    bool freq = s->frequency_penalty != 0 || s->presence_penalty != 0;
+    bool rep = s->repetition_penalty != 1 && s->repetition_penalty > 0;
+    if (freq || rep) {
+        memset(counts, 0, (size_t)vocab * sizeof *counts);
+        for (int q = n_prompt; q <= p; q++) counts[seq[q]]++;
+        if (freq)
+            for (int i = 0; i < vocab; i++)
+                if (counts[i])
+                    z[i] = (float)((double)z[i] -
+                                   (s->frequency_penalty * counts[i] + s->presence_penalty * (counts[i] > 0)));
+        if (rep) {
+            for (int q = 0; q < n_prompt && q <= p; q++) counts[seq[q]] |= 1;
+            for (int i = 0; i < vocab; i++)
+                if (counts[i])
+                    z[i] = z[i] > 0 ? (float)((double)z[i] / s->repetition_penalty)
+                                    : (float)((double)z[i] * s->repetition_penalty);
+        }
+    }
+    int32_t best = 0;
+    if (s->temperature == 0) {
+        for (int i = 1; i < vocab; i++)
+            if (z[i] > z[best]) best = i;
+    } else {
+        double t = s->temperature > 1e-6 ? s->temperature : 1e-6, best_v = -INFINITY;
+        for (int i = 0; i < vocab; i++) {
+            double v = (double)z[i] / t - log(-log(keyed_u(s->seed, (uint64_t)p + 1, (uint64_t)i)));
+            if (v > best_v) {
+                best_v = v;
+                best = i;
+            }
+        }
+    }
+    if (lp) fill_logprobs(raw, vocab, best, s->logprobs > 0 ? s->logprobs : 0, lp);
+    return best;
+}
+
+static weft_status violation(fake *f, weft_err *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static weft_status violation(fake *f, weft_err *err, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (f->st.violations++ == 0) snprintf(f->st.first_violation, sizeof f->st.first_violation, "%s", msg);
+    return weft_err_set(err, WEFT_EINTERNAL, "fake backend: %s", msg);
+}
+
+static weft_status fake_open(void *self, int slot, int capacity, weft_err *err) {
+    fake *f = self;
+    pthread_mutex_lock(&f->mu);
+    weft_status st = WEFT_OK;
+    if (slot < 0 || slot >= f->cfg.max_slots) {
+        st = violation(f, err, "open: slot %d outside 0..%d", slot, f->cfg.max_slots - 1);
+    } else if (f->slots[slot].open) {
+        st = violation(f, err, "open: slot %d is already open", slot);
+    } else if (capacity < 1) {
+        st = violation(f, err, "open: capacity %d", capacity);
+    } else if (f->fail_open_after > 0 && --f->fail_open_after == 0) {
+        st = weft_err_set(err, WEFT_ENOMEM, "fake backend: injected: no memory for a stream of %d positions",
+                          capacity);
+    } else {
+        fake_slot *s = &f->slots[slot];
+        s->toks = malloc((size_t)capacity * sizeof *s->toks);
+        s->h = malloc(((size_t)capacity + 1) * sizeof *s->h);
+        if (!s->toks || !s->h) {
+            free(s->toks);
+            free(s->h);
+            s->toks = NULL;
+            s->h = NULL;
+            st = weft_err_set(err, WEFT_ENOMEM, "fake backend: out of memory for %d positions", capacity);
+        } else {
+            s->open = true;
+            s->capacity = capacity;
+            s->cache_len = 0;
+            s->n_prompt = -1;
+            s->h[0] = hash_init(f->cfg.salt);
+            f->st.opens++;
+            f->st.open_slots++;
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    return st;
+}
+
+/* Checks one segment against the slot's state and the call; f->mu held. */
+static weft_status check_segment(fake *f, const weft_segment *g, int call, weft_err *err) {
+    if (g->slot < 0 || g->slot >= f->cfg.max_slots) return violation(f, err, "forward: slot %d", g->slot);
+    fake_slot *s = &f->slots[g->slot];
+    if (!s->open) return violation(f, err, "forward: slot %d is not open", g->slot);
+    if (f->call_mark[g->slot] == call) return violation(f, err, "forward: slot %d twice in one call", g->slot);
+    f->call_mark[g->slot] = call;
+    if (g->start != s->cache_len)
+        return violation(f, err, "forward: slot %d segment starts at %d but %d rows are cached", g->slot,
+                         g->start, s->cache_len);
+    if (g->n_rows < 1 || g->start + g->n_rows > s->capacity)
+        return violation(f, err, "forward: slot %d rows %d..%d past capacity %d", g->slot, g->start,
+                         g->start + g->n_rows, s->capacity);
+    if (g->n_draw < 0 || g->n_draw > g->n_rows || (g->n_draw > 0 && (!g->draws || !g->sampling)))
+        return violation(f, err, "forward: slot %d n_draw %d of %d rows", g->slot, g->n_draw, g->n_rows);
+    if (g->n_prompt < 1 || (s->n_prompt >= 0 && g->n_prompt != s->n_prompt))
+        return violation(f, err, "forward: slot %d n_prompt %d (was %d)", g->slot, g->n_prompt, s->n_prompt);
+    if (!g->seq) return violation(f, err, "forward: slot %d without seq", g->slot);
+    for (int p = 0; p < g->start; p++)
+        if (g->seq[p] != s->toks[p])
+            return violation(f, err, "forward: slot %d seq[%d] = %d but %d was fed there", g->slot, p,
+                             g->seq[p], s->toks[p]);
+    for (int p = g->start; p < g->start + g->n_rows; p++)
+        if (g->seq[p] < 0 || g->seq[p] >= f->cfg.vocab_size)
+            return violation(f, err, "forward: slot %d seq[%d] = %d outside the vocab", g->slot, p, g->seq[p]);
+    return WEFT_OK;
+}
+
+static weft_status fake_forward(void *self, weft_segment *segs, int n_segs, weft_err *err) {
+    fake *f = self;
+    pthread_mutex_lock(&f->mu);
+    void (*hook)(void *, const weft_segment *, int) = f->hook;
+    void *hook_ctx = f->hook_ctx;
+    pthread_mutex_unlock(&f->mu);
+    if (hook) hook(hook_ctx, segs, n_segs);
+    if (f->cfg.forward_delay_s > 0) {
+        struct timespec ts = {(time_t)f->cfg.forward_delay_s,
+                              (long)((f->cfg.forward_delay_s - floor(f->cfg.forward_delay_s)) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&f->mu);
+    weft_status st = WEFT_OK;
+    int call = f->st.forwards + 1, rows = 0;
+    if (n_segs < 1 || n_segs > f->cfg.max_slots) st = violation(f, err, "forward: %d segments", n_segs);
+    for (int k = 0; st == WEFT_OK && k < n_segs; k++) {
+        st = check_segment(f, &segs[k], call, err);
+        rows += segs[k].n_rows;
+    }
+    if (st == WEFT_OK && rows > f->cfg.max_rows)
+        st = violation(f, err, "forward: %d rows past max_rows %d", rows, f->cfg.max_rows);
+    if (st == WEFT_OK && f->fail_forward_after > 0 && --f->fail_forward_after == 0)
+        st = weft_err_set(err, WEFT_EIO, "fake backend: injected forward failure");
+    if (st != WEFT_OK) {
+        /* Mark the call as used so a retry does not trip the "twice in one call" check spuriously. */
+        f->st.forwards++;
+        pthread_mutex_unlock(&f->mu);
+        return st;
+    }
+    f->st.forwards++;
+    f->st.rows += rows;
+    if (n_segs > f->st.max_segments) f->st.max_segments = n_segs;
+    if (rows > f->st.max_call_rows) f->st.max_call_rows = rows;
+    int vocab = f->cfg.vocab_size;
+    for (int k = 0; k < n_segs; k++) {
+        const weft_segment *g = &segs[k];
+        fake_slot *s = &f->slots[g->slot];
+        s->n_prompt = g->n_prompt;
+        for (int r = 0; r < g->n_rows; r++) {
+            int p = g->start + r;
+            s->toks[p] = g->seq[p];
+            s->h[p + 1] = hash_step(s->h[p], g->seq[p]);
+            int d = r - (g->n_rows - g->n_draw);
+            if (d < 0) continue;
+            row_logits(s->h[p + 1], f->cfg.salt, vocab, f->raw);
+            g->draws[d] = draw_row(f->raw, vocab, g->seq, g->n_prompt, p, g->sampling, f->z, f->counts,
+                                   g->logprobs ? &g->logprobs[d] : NULL);
+        }
+        s->cache_len = g->start + g->n_rows;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return WEFT_OK;
+}
+
+static weft_status fake_keep(void *self, int slot, int cache_len, weft_err *err) {
+    fake *f = self;
+    pthread_mutex_lock(&f->mu);
+    weft_status st = WEFT_OK;
+    if (slot < 0 || slot >= f->cfg.max_slots || !f->slots[slot].open)
+        st = violation(f, err, "keep: slot %d is not open", slot);
+    else if (cache_len < 0 || cache_len > f->slots[slot].cache_len)
+        st = violation(f, err, "keep: slot %d keep %d of %d rows", slot, cache_len, f->slots[slot].cache_len);
+    else {
+        if (cache_len < f->slots[slot].cache_len) f->st.keeps++;
+        f->slots[slot].cache_len = cache_len;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return st;
+}
+
+static void fake_release(void *self, int slot) {
+    fake *f = self;
+    pthread_mutex_lock(&f->mu);
+    if (slot < 0 || slot >= f->cfg.max_slots || !f->slots[slot].open) {
+        violation(f, NULL, "release: slot %d is not open", slot);
+    } else {
+        fake_slot *s = &f->slots[slot];
+        free(s->toks);
+        free(s->h);
+        memset(s, 0, sizeof *s);
+        f->st.releases++;
+        f->st.open_slots--;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void fake_memory(void *self, size_t *used, size_t *free_bytes) {
+    fake *f = self;
+    pthread_mutex_lock(&f->mu);
+    size_t u = 1u << 20;
+    for (int i = 0; i < f->cfg.max_slots; i++)
+        if (f->slots[i].open) u += (size_t)f->slots[i].capacity * (sizeof(int32_t) + sizeof(uint64_t));
+    pthread_mutex_unlock(&f->mu);
+    *used = u;
+    *free_bytes = (size_t)64 << 20;
+}
+
+static void fake_destroy(void *self) {
+    fake *f = self;
+    if (!f) return;
+    for (int i = 0; i < f->cfg.max_slots; i++) {
+        free(f->slots[i].toks);
+        free(f->slots[i].h);
+    }
+    pthread_mutex_destroy(&f->mu);
+    free(f->slots);
+    free(f->call_mark);
+    free(f->raw);
+    free(f->z);
+    free(f->counts);
+    free(f);
+}
+
+static const weft_backend_ops FAKE_OPS = {
+    .name = "fake",
+    .open = fake_open,
+    .forward = fake_forward,
+    .keep = fake_keep,
+    .release = fake_release,
+    .memory = fake_memory,
+    .snapshot_bytes = NULL,
+    .save = NULL,
+    .restore = NULL,
+    .destroy = fake_destroy,
+};
+
+weft_status weft_fake_backend_new(const weft_fake_config *cfg, weft_backend *out, weft_err *err) {
+    memset(out, 0, sizeof *out);
+    if (!cfg || cfg->max_slots < 1 || cfg->max_rows < 1 || cfg->vocab_size < 2 || cfg->vocab_size > 4096 ||
+        cfg->forward_delay_s < 0)
+        return weft_err_set(err, WEFT_EINVAL, "fake backend: max_slots >= 1, max_rows >= 1, vocab 2..4096");
+    fake *f = calloc(1, sizeof *f);
+    if (!f) return weft_err_set(err, WEFT_ENOMEM, "fake backend: out of memory");
+    f->cfg = *cfg;
+    f->slots = calloc((size_t)cfg->max_slots, sizeof *f->slots);
+    f->call_mark = calloc((size_t)cfg->max_slots, sizeof *f->call_mark);
+    f->raw = calloc((size_t)cfg->vocab_size, sizeof *f->raw);
+    f->z = calloc((size_t)cfg->vocab_size, sizeof *f->z);
+    f->counts = calloc((size_t)cfg->vocab_size, sizeof *f->counts);
+    if (!f->slots || !f->call_mark || !f->raw || !f->z || !f->counts || pthread_mutex_init(&f->mu, NULL) != 0) {
+        free(f->slots);
+        free(f->raw);
+        free(f->call_mark);
+        free(f->z);
+        free(f->counts);
+        free(f);
+        return weft_err_set(err, WEFT_ENOMEM, "fake backend: out of memory");
+    }
+    out->ops = &FAKE_OPS;
+    out->self = f;
+    out->max_slots = cfg->max_slots;
+    out->max_rows = cfg->max_rows;
+    out->vocab_size = cfg->vocab_size;
+    return WEFT_OK;
+}
+
+void weft_fake_get_stats(const weft_backend *b, weft_fake_stats *out) {
+    fake *f = b->self;
+    pthread_mutex_lock(&f->mu);
+    *out = f->st;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void weft_fake_set_hook(weft_backend *b, void (*on_forward)(void *ctx, const weft_segment *segs, int n),
+                        void *ctx) {
+    fake *f = b->self;
+    pthread_mutex_lock(&f->mu);
+    f->hook = on_forward;
+    f->hook_ctx = ctx;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void weft_fake_set_faults(weft_backend *b, int fail_open_after, int fail_forward_after) {
+    fake *f = b->self;
+    pthread_mutex_lock(&f->mu);
+    f->fail_open_after = fail_open_after;
+    f->fail_forward_after = fail_forward_after;
+    pthread_mutex_unlock(&f->mu);
+}
+
+int32_t weft_fake_next(const weft_backend *b, const int32_t *seq, int n_prompt, int pos,
+                       const weft_sampling *sampling, weft_logprobs *lp) {
+    const fake *f = b->self;
+    int vocab = f->cfg.vocab_size;
+    if (!seq || !sampling || pos < 0 || n_prompt < 1) return -1;
+    uint64_t h = hash_init(f->cfg.salt);
+    for (int p = 0; p <= pos; p++) {
+        if (seq[p] < 0 || seq[p] >= vocab) return -1;
+        h = hash_step(h, seq[p]);
+    }
+    float raw[4096], z[4096];
+    int counts[4096];
+    row_logits(h, f->cfg.salt, vocab, raw);
+    return draw_row(raw, vocab, seq, n_prompt, pos, sampling, z, counts, lp);
+}

@@ -1,0 +1,180 @@
+/* Loading a model: format detection, config, weights (checked against memory first), tokenizer, template. */
+#include "weft/model.h"
+
+#include "weft/cpu_backend.h"
+#include "weft/families.h"
+#include "weft/gguf.h"
+#include "weft/safetensors.h"
+#include "model_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *id_from_path(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    size_t len = n - b;
+    if (len > 5 && !strncmp(path + n - 5, ".gguf", 5)) len -= 5;
+    char *id = malloc(len + 1);
+    if (id) {
+        memcpy(id, path + b, len);
+        id[len] = 0;
+    }
+    return id;
+}
+
+/* A short description of the weight storage: the dtype of the matrices, or the mix. */
+static void describe_quant(weft_model *m) {
+    int counts[WEFT_DT_COUNT] = {0};
+    int bits = 0, gs = 0;
+    for (size_t i = 0; i < weft_tensor_set_count(m->tensors); i++) {
+        const weft_tensor *t = weft_tensor_set_at(m->tensors, i);
+        if (t->ndim < 2) continue;
+        counts[t->dtype]++;
+        if (t->dtype == WEFT_DT_MLX_AFFINE && !bits) {
+            bits = t->bits;
+            gs = t->group_size;
+        }
+    }
+    int best = -1, kinds = 0;
+    for (int d = 0; d < WEFT_DT_COUNT; d++) {
+        if (!counts[d]) continue;
+        kinds++;
+        if (best < 0 || counts[d] > counts[best]) best = d;
+    }
+    if (best < 0) snprintf(m->quant, sizeof m->quant, "none");
+    else if (best == WEFT_DT_MLX_AFFINE)
+        snprintf(m->quant, sizeof m->quant, "mlx affine %d-bit g%d%s", bits, gs, kinds > 1 ? " (mixed)" : "");
+    else snprintf(m->quant, sizeof m->quant, "%s%s", weft_dtype_get((weft_dtype)best)->name, kinds > 1 ? " (mixed)" : "");
+}
+
+static weft_status load_gguf(weft_model *m, weft_gguf *g, weft_err *err) {
+    m->gguf = g;
+    m->format = WEFT_FORMAT_GGUF;
+    weft_status st = weft_gguf_config(g, &m->cfg, err);
+    if (st) return st;
+    size_t bytes = 0;
+    for (size_t i = 0; i < weft_gguf_tensor_count(g); i++) bytes += weft_gguf_tensor_at(g, i)->nbytes;
+    /* The GGUF is mmap'd: pages are read on first use; refuse what cannot fit before touching them. */
+    st = weft_check_memory(bytes, "the model weights", err);
+    if (st) return st;
+    m->tensors = weft_tensor_set_new();
+    if (!m->tensors) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
+    st = weft_gguf_tensors(g, m->tensors, err);
+    if (st) return st;
+    /* The set now owns the mapping; cfg.rope.freq_divisors still points into it (same address). */
+    return weft_model_tokenizer_from_gguf(m, err);
+}
+
+static weft_status load_dir(weft_model *m, weft_err *err) {
+    weft_status st = weft_config_load_dir(m->path, &m->cfg, err);
+    if (st) return st;
+    m->tensors = weft_tensor_set_new();
+    if (!m->tensors) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
+    weft_checkpoint_info info;
+    st = weft_safetensors_load_checkpoint(m->path, m->tensors, &info, err);
+    if (st) return st;
+    m->format = info.is_mlx ? WEFT_FORMAT_MLX : WEFT_FORMAT_SAFETENSORS;
+    st = weft_check_memory(info.weight_bytes, "the model weights", err);
+    if (st) return st;
+    return weft_model_tokenizer_from_dir(m, err);
+}
+
+static weft_status finish(weft_model *m, weft_err *err) {
+    m->weights_bytes = weft_tensor_set_bytes(m->tensors);
+    describe_quant(m);
+    if (m->cfg.family == WEFT_FAMILY_UNKNOWN)
+        return weft_err_set(err, WEFT_ENOTSUP, "%s: unknown model family", m->path);
+    return WEFT_OK;
+}
+
+weft_status weft_model_load(const char *path, weft_model **out, weft_err *err) {
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return weft_err_set(err, WEFT_EIO, "%s: no such file or directory", path);
+    weft_model *m = calloc(1, sizeof *m);
+    if (!m) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
+    m->path = strdup(path);
+    m->id = id_from_path(path);
+    weft_status st;
+    if (S_ISDIR(sb.st_mode)) {
+        st = load_dir(m, err);
+    } else {
+        weft_gguf *g = NULL;
+        st = weft_gguf_open_file(path, &g, err);
+        if (!st) st = load_gguf(m, g, err);
+        else weft_gguf_close(g);
+    }
+    if (!st) st = finish(m, err);
+    if (st) {
+        weft_model_free(m);
+        return st;
+    }
+    *out = m;
+    return WEFT_OK;
+}
+
+weft_status weft_model_load_gguf_memory(const char *name, const void *data, size_t len, weft_model **out,
+                                        weft_err *err) {
+    *out = NULL;
+    weft_model *m = calloc(1, sizeof *m);
+    if (!m) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
+    m->path = strdup(name);
+    m->id = strdup(name);
+    weft_gguf *g = NULL;
+    weft_status st = weft_gguf_open_memory(data, len, &g, err);
+    if (!st) st = load_gguf(m, g, err);
+    else weft_gguf_close(g);
+    if (!st) st = finish(m, err);
+    if (st) {
+        weft_model_free(m);
+        return st;
+    }
+    *out = m;
+    return WEFT_OK;
+}
+
+void weft_model_free(weft_model *m) {
+    if (!m) return;
+    weft_model_tokenizer_free(m);
+    weft_tensor_set_free(m->tensors);
+    weft_gguf_close(m->gguf);
+    free(m->chat_template);
+    free(m->bos_text);
+    free(m->eos_text);
+    free(m->path);
+    free(m->id);
+    free(m);
+}
+
+int weft_model_context(const weft_model *m) {
+    int64_t n = m->cfg.max_position_embeddings;
+    if (n <= 0) n = 4096;
+    if (n > (1 << 30)) n = 1 << 30;
+    return (int)n;
+}
+
+weft_status weft_model_backend(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
+                               weft_err *err) {
+    if (opts->kind && strcmp(opts->kind, "cpu") && strcmp(opts->kind, "auto"))
+        return weft_err_set(err, WEFT_ENOTSUP, "backend '%s' is not available in this build (cpu only)",
+                            opts->kind);
+    weft_family_opts fo = {opts->max_rows > 0 ? opts->max_rows : 256,
+                           opts->max_context > 0 ? opts->max_context : weft_model_context(m),
+                           m->format == WEFT_FORMAT_MLX};
+    weft_family_model fam;
+    weft_status st = weft_family_create(&m->cfg, m->tensors, &fo, &fam, err);
+    if (st) return st;
+    int threads = opts->threads;
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    weft_cpu_backend_opts co = {threads, opts->max_slots > 0 ? opts->max_slots : 1};
+    return weft_cpu_backend_new(fam, &co, out, err);
+}
