@@ -80,7 +80,7 @@ def write_dequant_vectors():
         if bs == 32:
             blocks = quantized_blocks(rng, t, offs, 16 if can_quantize(t) else 0, 16 if can_quantize(t) else 32)
         else:
-            blocks = quantized_blocks(rng, t, offs, 0, 5)
+            blocks = quantized_blocks(rng, t, offs, 0, 6)
         deq = gguf.quants.dequantize(blocks.reshape(-1), t).astype("<f4", copy=False).reshape(-1)
         assert deq.size == blocks.shape[0] * bs and np.all(np.isfinite(deq)), t.name
         with open(os.path.join(OUT, f"dq_{t.name}.bin"), "wb") as f:

@@ -42,9 +42,13 @@ typedef struct weft_backend_ops {
     void (*release)(void *self, int slot);
     /* Bytes used by weights + states, and bytes still free for new streams. Safe from any thread. */
     void (*memory)(void *self, size_t *used, size_t *free_bytes);
-    /* Optional (NULL = WEFT_ENOTSUP): prompt-cache snapshots of a slot at position pos (pos == cache_len). */
-    size_t (*snapshot_bytes)(void *self, int slot);
-    weft_status (*save)(void *self, int slot, void *dst, size_t bytes, weft_err *err);
+    /* Optional (NULL = WEFT_ENOTSUP): prompt-cache snapshots (SPEC §4.4). snapshot_bytes(pos): bytes of a
+     * snapshot of a stream at position pos. save: copies the slot's state at pos (pos must equal the slot's
+     * cache_len: KV rows [0, pos) and every recurrent state) into dst[bytes]. restore: into a freshly opened
+     * slot, makes its caches what they were at pos (its cache_len becomes pos). Restoring and then feeding the
+     * rest of a prompt gives the same bits as prefilling it whole (resumed == fresh). */
+    size_t (*snapshot_bytes)(void *self, int pos);
+    weft_status (*save)(void *self, int slot, int pos, void *dst, size_t bytes, weft_err *err);
     weft_status (*restore)(void *self, int slot, int pos, const void *src, size_t bytes, weft_err *err);
     void (*destroy)(void *self);
 } weft_backend_ops;

@@ -34,6 +34,13 @@ typedef struct weft_family_ops {
     /* Rolls a stream's state back so that only positions < cache_len remain (after a verify window). */
     weft_status (*keep)(void *fam, void *state, int cache_len, weft_err *err);
     void (*destroy)(void *fam);
+    /* Optional (NULL = WEFT_ENOTSUP), for the prompt cache (SPEC §4.4): a copy of everything a stream's state
+     * holds at position pos (pos = the stream's cache_len: KV rows [0, pos) and every recurrent state), and its
+     * restore into a freshly initialised state of any capacity >= pos. Restoring then feeding the rest of a
+     * prompt gives the same bits as prefilling it all (resumed == fresh). */
+    size_t (*snapshot_bytes)(const void *fam, int pos);
+    weft_status (*snapshot_save)(const void *fam, const void *state, int pos, void *dst, weft_err *err);
+    weft_status (*snapshot_restore)(const void *fam, void *state, int pos, const void *src, weft_err *err);
 } weft_family_ops;
 
 typedef struct weft_family_model {

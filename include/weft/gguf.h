@@ -71,16 +71,16 @@ weft_status weft_gguf_open_memory(const void *data, size_t len, weft_gguf **out,
 /* Frees the handle and its mapping unless a tensor set took the mapping. NULL is a no-op. */
 void weft_gguf_close(weft_gguf *g);
 
-uint32_t weft_gguf_version(const weft_gguf *g);     /* 2 or 3 */
-const char *weft_gguf_source(const weft_gguf *g);   /* the path, or "<memory>" */
-size_t weft_gguf_alignment(const weft_gguf *g);     /* general.alignment or 32 */
-size_t weft_gguf_data_offset(const weft_gguf *g);   /* file offset of the tensor data section */
-const char *weft_gguf_arch(const weft_gguf *g);     /* general.architecture, or NULL when absent/not a string */
+uint32_t weft_gguf_version(const weft_gguf *g);   /* 2 or 3 */
+const char *weft_gguf_source(const weft_gguf *g); /* the path, or "<memory>" */
+size_t weft_gguf_alignment(const weft_gguf *g);   /* general.alignment or 32 */
+size_t weft_gguf_data_offset(const weft_gguf *g); /* file offset of the tensor data section */
+const char *weft_gguf_arch(const weft_gguf *g);   /* general.architecture, or NULL when absent/not a string */
 
 /* ---- metadata ---- */
 
 size_t weft_gguf_kv_count(const weft_gguf *g);
-const char *weft_gguf_kv_key(const weft_gguf *g, size_t i);       /* i < kv_count, in file order */
+const char *weft_gguf_kv_key(const weft_gguf *g, size_t i); /* i < kv_count, in file order */
 weft_gguf_type weft_gguf_kv_type(const weft_gguf *g, size_t i);
 /* Index of `key`, or -1 when absent. */
 int64_t weft_gguf_find(const weft_gguf *g, const char *key);
@@ -100,9 +100,9 @@ weft_status weft_gguf_get_str(const weft_gguf *g, const char *key, const char **
 
 /* An array value (a view; valid until weft_gguf_close; numeric element bytes point into the GGUF data, so
  * for a file-backed handle they are valid while the mapping is, see Ownership). Arrays of arrays are refused
- * at open (llama.cpp does not write or read them). */
+ * at open, as llama.cpp's gguf reader refuses them. */
 typedef struct weft_gguf_arr {
-    weft_gguf_type type;     /* element type (never ARRAY) */
+    weft_gguf_type type; /* element type (never ARRAY) */
     uint64_t count;
     const uint8_t *data;     /* count × element size, little-endian; NULL for STRING */
     const char *const *strs; /* STRING: count NUL-terminated copies; else NULL */
@@ -122,18 +122,19 @@ const char *weft_gguf_arr_str(const weft_gguf_arr *a, uint64_t i, uint64_t *len)
 /* ---- tensor directory (GGUF names and ggml order) ---- */
 
 typedef struct weft_gguf_tensor_info {
-    const char *name;       /* as stored ("blk.0.attn_q.weight"); owned by the handle */
-    uint32_t ggml_type;     /* type number in the file */
-    weft_dtype dtype;       /* the matching weft dtype */
-    int n_dims;             /* 1..4 */
-    int64_t ne[4];          /* ggml order: ne[0] is the contiguous dimension (PyTorch shape reversed); 1 past n_dims */
-    uint64_t offset;        /* from the start of the data section (a multiple of the alignment) */
-    const uint8_t *data;    /* stored bytes (see Ownership) */
-    size_t nbytes;          /* (ne0/block)·block_bytes·ne1·ne2·ne3 */
+    const char *name;   /* as stored ("blk.0.attn_q.weight"); owned by the handle */
+    uint32_t ggml_type; /* type number in the file */
+    weft_dtype dtype;   /* the matching weft dtype */
+    int n_dims;         /* 1..4 */
+    int64_t ne[4]; /* ggml order: ne[0] is the contiguous dimension (PyTorch shape reversed); 1 past n_dims */
+    uint64_t offset;     /* from the start of the data section (a multiple of the alignment) */
+    const uint8_t *data; /* stored bytes (see Ownership) */
+    size_t nbytes;       /* (ne0/block)·block_bytes·ne1·ne2·ne3 */
 } weft_gguf_tensor_info;
 
 size_t weft_gguf_tensor_count(const weft_gguf *g);
-const weft_gguf_tensor_info *weft_gguf_tensor_at(const weft_gguf *g, size_t i); /* file order; NULL past end */
+const weft_gguf_tensor_info *weft_gguf_tensor_at(const weft_gguf *g,
+                                                 size_t i); /* file order; NULL past end */
 const weft_gguf_tensor_info *weft_gguf_tensor_find(const weft_gguf *g, const char *name); /* NULL if absent */
 
 /* ---- translation to weft's model description ---- */
@@ -142,12 +143,11 @@ const weft_gguf_tensor_info *weft_gguf_tensor_find(const weft_gguf *g, const cha
  *   token_embd.weight → model.embed_tokens.weight      output_norm.weight → model.norm.weight
  *   output.weight → lm_head.weight                     rope_freqs.weight → rope_freqs.weight (llama)
  *   blk.N.attn_norm → model.layers.N.input_layernorm   blk.N.ffn_norm → ….post_attention_layernorm
- *   blk.N.attn_{q,k,v,output} → ….self_attn.{q,k,v,o}_proj   blk.N.attn_{q,k}_norm → ….self_attn.{q,k}_norm (qwen3)
- *   blk.N.ffn_{gate,up,down} → ….mlp.{gate,up,down}_proj
- * with the .weight suffix (and .bias for projections of llama). N is a decimal without leading zeros.
- * Errors: WEFT_EFORMAT for a name with no mapping (never skipped), WEFT_ENOTSUP for an arch whose names are
- * not mapped (qwen35, nemotron_h...: their GGUF tensors also carry converter transforms, docs §6.5),
- * WEFT_EINVAL if cap is too small. */
+ *   blk.N.attn_{q,k,v,output} → ….self_attn.{q,k,v,o}_proj   blk.N.attn_{q,k}_norm → ….self_attn.{q,k}_norm
+ * (qwen3) blk.N.ffn_{gate,up,down} → ….mlp.{gate,up,down}_proj with the .weight suffix (and .bias for
+ * projections of llama). N is a decimal without leading zeros. Errors: WEFT_EFORMAT for a name with no
+ * mapping (never skipped), WEFT_ENOTSUP for an arch whose names are not mapped (qwen35, nemotron_h...: their
+ * GGUF tensors also carry converter transforms, docs §6.5), WEFT_EINVAL if cap is too small. */
 weft_status weft_gguf_canonical_name(const char *arch, const char *gguf_name, char *out, size_t cap,
                                      weft_err *err);
 

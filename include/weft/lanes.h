@@ -3,7 +3,7 @@
  * and a history-sensitive fake backend for tests.
  *
  * Threads: weft_engine_submit / weft_engine_cancel / weft_request_next_event / weft_request_release /
- * weft_engine_stats are safe from any thread. Everything that touches the backend (open, forward, keep,
+ * weft_engine_get_stats are safe from any thread. Everything that touches the backend (open, forward, keep,
  * release) and every stream state change happens on the engine thread only; the stop hook and the drafter are
  * called there too.
  *
@@ -36,20 +36,23 @@ typedef struct weft_drafter {
      * must be in [0, vocab); the engine treats anything else as no draft. */
     int (*propose)(void *ctx, int slot, const int32_t *tokens, int n_tokens, int n_prompt, int32_t *out,
                    int max_n);
+    /* Optional (NULL = none): a new stream now owns `slot` (called at admission, before its first round),
+     * so a stateful drafter can drop what it kept for the slot's previous stream. */
+    void (*reset)(void *ctx, int slot);
 } weft_drafter;
 
 /* ---- engine ---- */
 typedef struct weft_engine_config {
-    int parallel;      /* streams served at once (backend slots open), 1..backend->max_slots */
-    int max_queue;     /* requests waiting beyond the `parallel` running ones; more are refused (WEFT_EBUSY) */
-    int max_rows;      /* row budget of one round (rows fed to one forward); 0 = backend->max_rows;
-                          must be <= backend->max_rows */
+    int parallel;  /* streams served at once (backend slots open), 1..backend->max_slots */
+    int max_queue; /* requests waiting beyond the `parallel` running ones; more are refused (WEFT_EBUSY) */
+    int max_rows;  /* row budget of one round (rows fed to one forward); 0 = backend->max_rows;
+                      must be <= backend->max_rows */
     int prefill_chunk; /* most prompt rows of one stream in one round; 0 = max_rows */
     int capacity;      /* positions per stream (context length): prompt + max_tokens must fit; each slot is
                           opened with open(slot, capacity) */
     const int32_t *eos_ids; /* [n_eos] ids that end a reply (copied); drawn EOS is committed, reason stop */
     int n_eos;
-    int max_draft;     /* most draft rows per window (0 = never draft); max_draft + 1 <= max_rows */
+    int max_draft;               /* most draft rows per window (0 = never draft); max_draft + 1 <= max_rows */
     const weft_drafter *drafter; /* copied; NULL = no drafting */
 } weft_engine_config;
 
@@ -71,7 +74,8 @@ weft_status weft_engine_start(weft_engine *e, weft_err *err);
 void weft_engine_stop(weft_engine *e);
 
 /* Stops (if needed) and frees the engine. Handles not yet released stay valid (they are all FINISHED after
- * stop) and must still be released. NULL is fine. */
+ * stop) and must still be released; weft_engine_cancel on them is then a no-op. No other thread may be inside
+ * an engine call while it is freed. NULL is fine. */
 void weft_engine_free(weft_engine *e);
 
 /* ---- requests ---- */
@@ -93,17 +97,19 @@ typedef struct weft_request {
 } weft_request;
 
 /* Queues a request. Refusals happen here, before any work, and touch no other request:
- * WEFT_EINVAL (empty prompt, token id past vocab, max_tokens < 1, bad logprobs or logit_bias id),
- * WEFT_ERANGE (prompt + max_tokens exceeds capacity; the message states the window and the tokens asked),
+ * WEFT_EINVAL (empty prompt, token id past vocab, max_tokens < 1, sampling settings refused by
+ * weft_sampling_validate: the message names the field),
+ * WEFT_ERANGE (prompt + max_tokens exceeds capacity: the message starts "context_length_exceeded" and states
+ * the window and the tokens asked; or a logit_bias id outside the vocab),
  * WEFT_EBUSY (running + waiting would pass parallel + max_queue, or the engine is stopping),
  * WEFT_ENOMEM. On success *out is a handle the caller must weft_request_release. */
 weft_status weft_engine_submit(weft_engine *e, const weft_request *req, weft_request_handle **out,
                                weft_err *err);
 
 /* Asks the engine to end the request (client gone). From any thread, any number of times; a no-op once
- * FINISHED. Takes effect between rounds (and so between prefill chunks): the stream's slot is released and the
- * request finishes with WEFT_FINISH_CANCELLED; a queued request finishes without running. Does not touch the
- * engine once the request has finished, so it is safe after weft_engine_stop. */
+ * FINISHED. Takes effect between rounds (and so between prefill chunks): the stream's slot is released and
+ * the request finishes with WEFT_FINISH_CANCELLED; a queued request finishes without running. Does not touch
+ * the engine once the request has finished, so it is safe after weft_engine_stop. */
 void weft_engine_cancel(weft_request_handle *h);
 
 typedef enum weft_event_kind {
@@ -123,20 +129,21 @@ typedef enum weft_finish_reason {
                               slot for it (its status, e.g. WEFT_ENOMEM); no token was produced */
 } weft_finish_reason;
 
-const char *weft_finish_reason_name(weft_finish_reason r); /* "stop", "length", "cancelled", "error", "refused" */
+/* "none", "stop", "length", "cancelled", "error", "refused" (static strings). */
+const char *weft_finish_reason_name(weft_finish_reason r);
 
 /* Per-request statistics (seconds from weft_now()). */
 typedef struct weft_request_stats {
     int prompt_tokens;
-    int cached_tokens;     /* prompt tokens restored from the prompt cache (0 until it exists) */
-    int completion_tokens; /* every generated token, the EOS or stop-completing token included */
-    int rounds;            /* forwards this stream took part in (prefill chunks included) */
-    int drafted;           /* draft rows fed */
-    int accepted;          /* draft rows kept */
-    double queue_seconds;  /* submit -> admission */
-    double prefill_seconds;/* admission -> first token drawn */
-    double decode_seconds; /* first token -> finish */
-    double ttft_seconds;   /* submit -> first token (0 if none) */
+    int cached_tokens;      /* prompt tokens restored from the prompt cache (0 until it exists) */
+    int completion_tokens;  /* every generated token, the EOS or stop-completing token included */
+    int rounds;             /* forwards this stream took part in (prefill chunks included) */
+    int drafted;            /* draft rows fed */
+    int accepted;           /* draft rows kept */
+    double queue_seconds;   /* submit -> admission */
+    double prefill_seconds; /* admission -> first token drawn */
+    double decode_seconds;  /* first token -> finish */
+    double ttft_seconds;    /* submit -> first token (0 if none) */
 } weft_request_stats;
 
 typedef struct weft_event {
@@ -158,7 +165,8 @@ typedef struct weft_event {
 
 /* Waits up to timeout_s seconds (< 0: forever, 0: poll) for the next event. Events come in order: PREFILLED
  * (once, unless the request never ran), TOKENS (zero or more), FINISHED (once; later calls return FINISHED
- * again). Returns true with *ev filled, false on timeout (ev->kind = WEFT_EVENT_NONE). One reader per handle. */
+ * again). Returns true with *ev filled, false on timeout (ev->kind = WEFT_EVENT_NONE). One reader per handle.
+ */
 bool weft_request_next_event(weft_request_handle *h, weft_event *ev, double timeout_s);
 
 /* The caller is done with the handle (cancels it first if not finished). NULL is fine. */
@@ -166,15 +174,15 @@ void weft_request_release(weft_request_handle *h);
 
 /* ---- metrics ---- */
 typedef struct weft_engine_stats {
-    int running;                       /* admitted streams (slots open) */
-    int waiting;                       /* queued, not admitted */
-    uint64_t requests_finished_total;  /* requests that posted FINISHED (any reason) */
-    uint64_t prompt_tokens_total;      /* prompt tokens prefilled */
-    uint64_t generation_tokens_total;  /* tokens committed */
-    uint64_t drafted_total;            /* draft rows fed */
-    uint64_t accepted_total;           /* draft rows kept */
-    uint64_t rounds_total;             /* forwards run */
-    size_t memory_used, memory_free;   /* backend->ops->memory */
+    int running;                      /* admitted streams (slots open) */
+    int waiting;                      /* queued, not admitted */
+    uint64_t requests_finished_total; /* requests that posted FINISHED (any reason) */
+    uint64_t prompt_tokens_total;     /* prompt tokens prefilled */
+    uint64_t generation_tokens_total; /* tokens committed */
+    uint64_t drafted_total;           /* draft rows fed */
+    uint64_t accepted_total;          /* draft rows kept */
+    uint64_t rounds_total;            /* forwards run */
+    size_t memory_used, memory_free;  /* backend->ops->memory */
 } weft_engine_stats;
 
 /* A consistent snapshot; any thread. */
@@ -186,16 +194,13 @@ void weft_engine_get_stats(weft_engine *e, weft_engine_stats *out);
  * host's side of the contract and records the first violation (slot not open or opened twice, segment start
  * != its cache_len, seq disagreeing with what it fed before, two segments on one slot, rows past capacity or
  * max_rows, keep past cache_len, release of a slot not open): forward/keep then fail with WEFT_EINTERNAL.
- * Draws follow the fake's own short rule, which keeps the properties the engine must preserve (a draw depends
- * on the row's history, the stream's settings and its position only): logit_bias and frequency/presence/
- * repetition penalties as SPEC §5.1 steps 1-2 (generated = positions >= n_prompt before the drawn one);
- * temperature 0 = argmax, ties to the lowest id; else argmax of z/T plus the keyed Gumbel noise of §5.2
- * (top_k/top_p/min_p are not applied). Logprobs: log-softmax of the raw logits, top entries ties by id. */
+ * Rows are drawn with the real sampler (weft_sample, SPEC §5) from the row's fake logits, at the row's
+ * position, with the segment's seq and n_prompt, so penalties see drafts before the row as generated. */
 typedef struct weft_fake_config {
-    int max_slots;        /* >= 1 */
-    int max_rows;         /* >= 1 */
-    int vocab_size;       /* 2..4096 */
-    uint64_t salt;        /* mixed into every logit (different salt = different "model") */
+    int max_slots;          /* >= 1 */
+    int max_rows;           /* >= 1 */
+    int vocab_size;         /* 2..4096 */
+    uint64_t salt;          /* mixed into every logit (different salt = different "model") */
     double forward_delay_s; /* sleep per forward (server tests that need time to disconnect) */
 } weft_fake_config;
 
@@ -203,14 +208,14 @@ typedef struct weft_fake_config {
 weft_status weft_fake_backend_new(const weft_fake_config *cfg, weft_backend *out, weft_err *err);
 
 typedef struct weft_fake_stats {
-    int forwards;         /* forward calls */
-    long rows;            /* rows fed */
-    int max_segments;     /* most segments in one forward */
-    int max_call_rows;    /* most rows in one forward */
-    int opens, releases;  /* open/release calls that succeeded */
-    int open_slots;       /* slots open now */
-    int keeps;            /* keep calls that dropped rows */
-    int violations;       /* contract violations seen */
+    int forwards;        /* forward calls */
+    long rows;           /* rows fed */
+    int max_segments;    /* most segments in one forward */
+    int max_call_rows;   /* most rows in one forward */
+    int opens, releases; /* open/release calls that succeeded */
+    int open_slots;      /* slots open now */
+    int keeps;           /* keep calls that dropped rows */
+    int violations;      /* contract violations seen */
     char first_violation[256];
 } weft_fake_stats;
 

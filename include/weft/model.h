@@ -58,6 +58,23 @@ weft_status weft_model_backend(const weft_model *m, const weft_backend_opts *opt
 /* Context length the model was trained for (max_position_embeddings, or 4096 when unknown). */
 int weft_model_context(const weft_model *m);
 
+/* ---- text <-> tokens through the model's tokenizer (WEFT_ENOTSUP when it has none) ---- */
+
+/* Encodes text[0..len) into *ids (malloc'd, caller frees), *n ids. add_special: add BOS/EOS as the tokenizer
+ * does for a plain prompt; parse_special: special-token text (e.g. "<|im_start|>") becomes its id. */
+weft_status weft_model_encode(const weft_model *m, const char *text, size_t len, bool add_special,
+                              bool parse_special, int32_t **ids, int *n, weft_err *err);
+
+/* Incremental detokenizer: feed ids one at a time; only complete UTF-8 is emitted. */
+typedef struct weft_model_detok weft_model_detok;
+weft_model_detok *weft_model_detok_new(const weft_model *m);
+/* Appends the text completed by `id` to out (at most cap bytes; returns bytes written, or the bytes needed
+ * when more than cap). Special tokens render as their text (e.g. "</s>") unless skip_special. */
+size_t weft_model_detok_feed(weft_model_detok *d, int32_t id, bool skip_special, char *out, size_t cap);
+/* Flushes held bytes at the end of a reply (an incomplete UTF-8 tail becomes U+FFFD). */
+size_t weft_model_detok_flush(weft_model_detok *d, char *out, size_t cap);
+void weft_model_detok_free(weft_model_detok *d);
+
 #ifdef __cplusplus
 }
 #endif

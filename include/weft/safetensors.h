@@ -10,8 +10,8 @@
  * - a tensor of more than WEFT_MAX_DIMS dimensions (e.g. a vision patch-embedding conv [32,3,2,16,16]) keeps
  *   its bytes and its innermost WEFT_MAX_DIMS-1 dimensions; the outer ones are merged into dim 0
  *   ([32,3,2,16,16] → [96,2,16,16]), so rows and row length are unchanged;
- * - tensor data is wherever the file puts it: writers pad the header to 8 bytes, but nothing guarantees it, so
- *   decoders read through memcpy. */
+ * - tensor data is wherever the file puts it: writers pad the header to 8 bytes, but nothing guarantees it,
+ * so decoders read through memcpy. */
 #ifndef WEFT_SAFETENSORS_H
 #define WEFT_SAFETENSORS_H
 
@@ -34,7 +34,8 @@ extern "C" {
  * strings. Errors (one line naming the file and, where it applies, the tensor): WEFT_EIO (open/stat/mmap),
  * WEFT_EFORMAT (every check above; a name already in set), WEFT_ENOTSUP (a valid safetensors dtype this build
  * does not decode: U64, F8_E4M3, F8_E5M2, ...). On failure set may already hold some of the file's tensors;
- * the caller frees it. is_mlx (may be NULL) is set true when `__metadata__.format` is "mlx", else left alone. */
+ * the caller frees it. is_mlx (may be NULL) is set true when `__metadata__.format` is "mlx", else left alone.
+ */
 weft_status weft_safetensors_load_file(const char *path, weft_tensor_set *set, bool *is_mlx, weft_err *err);
 
 typedef struct weft_safetensors_dir_info {
@@ -45,23 +46,23 @@ typedef struct weft_safetensors_dir_info {
 
 /* Loads a checkpoint directory into set (stored names), choosing the files as:
  * 1. dir/model.safetensors.index.json when present: its `weight_map` (name → file) must match the shards
- *    exactly (every listed tensor in its listed shard, every shard tensor listed); a shard the index names but
- *    the directory lacks is WEFT_EFORMAT naming both;
+ *    exactly (every listed tensor in its listed shard, every shard tensor listed); a shard the index names
+ * but the directory lacks is WEFT_EFORMAT naming both;
  * 2. else dir/model.safetensors when present;
  * 3. else every dir/model*.safetensors (MLX's `model-0000k-of-0000n.safetensors`), in name order;
  * 4. else every dir/ *.safetensors, in name order.
- * Sidecars (TensorFold `mtp-4bit.safetensors`) are therefore not loaded beside a model*.safetensors; load them
- * with weft_safetensors_load_file. Errors: as weft_safetensors_load_file, plus WEFT_EIO (dir unreadable or no
- * .safetensors file), WEFT_EFORMAT (bad index JSON, a weight_map mismatch). info may be NULL. */
+ * Sidecars (TensorFold `mtp-4bit.safetensors`) are therefore not loaded beside a model*.safetensors; load
+ * them with weft_safetensors_load_file. Errors: as weft_safetensors_load_file, plus WEFT_EIO (dir unreadable
+ * or no .safetensors file), WEFT_EFORMAT (bad index JSON, a weight_map mismatch). info may be NULL. */
 weft_status weft_safetensors_load_dir(const char *dir, weft_tensor_set *set, weft_safetensors_dir_info *info,
                                       weft_err *err);
 
 /* ---- MLX affine quantization (§6.2) ---- */
 
 typedef struct weft_mlx_summary {
-    bool present;    /* config.json has MLX affine quantization (`quantization` or legacy
-                        `quantization_config` without quant_method) */
-    int bits;        /* global parameters (0 when !present) */
+    bool present; /* config.json has MLX affine quantization (`quantization` or legacy
+                     `quantization_config` without quant_method) */
+    int bits;     /* global parameters (0 when !present) */
     int group_size;
     int n_folded;    /* modules folded into WEFT_DT_MLX_AFFINE */
     int n_overrides; /* folded modules whose parameters came from a per-module entry */
@@ -99,14 +100,15 @@ size_t weft_mlx_tensor_bytes(const weft_tensor *t);
 uint32_t weft_mlx_q(const weft_tensor *t, int64_t row, int64_t col);
 /* weft_mlx_dequant_row (declared in tensor.h): out[j] = s·q + b in fp32 (s, b the group's scale and bias
  * converted exactly to fp32, then one fp32 multiply and one fp32 add, no FMA), the fp32 form of mlx's
- * `scales·q + biases`. (mlx itself returns the result in the scales' dtype; the fixtures' goldens and weft use
- * the fp32 value.) */
+ * `scales·q + biases`. (mlx itself returns the result in the scales' dtype; the fixtures' goldens and weft
+ * use the fp32 value.) */
 
 /* ---- names ---- */
 
 /* MLX → HF names, so families see hub names: Qwen3.5 `language_model.model.X` → `model.language_model.X`,
- * `language_model.lm_head.X` → `lm_head.X`. Llama, Qwen3 and Nemotron-H (`backbone.`) MLX names are already the
- * hub names. Returns name itself when nothing changes, else buf (NULL when the result does not fit in cap). */
+ * `language_model.lm_head.X` → `lm_head.X`. Llama, Qwen3 and Nemotron-H (`backbone.`) MLX names are already
+ * the hub names. Returns name itself when nothing changes, else buf (NULL when the result does not fit in
+ * cap). */
 const char *weft_canonical_name(const char *name, char *buf, size_t cap);
 
 /* Renames every tensor of set to weft_canonical_name(name). Run after weft_mlx_fold (whose module paths are
@@ -126,8 +128,16 @@ typedef struct weft_checkpoint_info {
 
 /* weft_safetensors_load_dir + weft_mlx_fold (with dir/config.json, required: WEFT_EIO when missing) +
  * weft_canonicalize_names. info may be NULL. Errors: those of the three steps. */
-weft_status weft_safetensors_load_checkpoint(const char *dir, weft_tensor_set *set, weft_checkpoint_info *info,
-                                             weft_err *err);
+weft_status weft_safetensors_load_checkpoint(const char *dir, weft_tensor_set *set,
+                                             weft_checkpoint_info *info, weft_err *err);
+
+/* ---- JSON ---- */
+
+/* A copy of JSON text in which Python's non-standard bare tokens `Infinity`, `-Infinity` and `NaN` (outside
+ * strings) become transformers 5's {"__float__": "Infinity"} form, so strict parsers (jansson) accept configs
+ * written by json.dumps(allow_nan=True), e.g. Nemotron-H's `"time_step_limit": [0.0, Infinity]`. The config
+ * and MLX readers apply it; the caller frees the result. NULL on allocation failure. */
+char *weft_json_nonfinite_dup(const char *text);
 
 /* ---- memory ---- */
 
@@ -135,10 +145,10 @@ weft_status weft_safetensors_load_checkpoint(const char *dir, weft_tensor_set *s
  * sysconf(_SC_AVPHYS_PAGES)·page size; 0 when neither can be read. */
 size_t weft_mem_available(void);
 
-/* WEFT_OK when need_bytes ≤ weft_mem_available() (or when it cannot be determined); else WEFT_ENOMEM with one
- * line "<what> needs N MiB but only M MiB of memory is available". */
+/* WEFT_OK when need_bytes ≤ weft_mem_available() (or when that cannot be determined); else WEFT_ENOMEM with
+ * one line "<what> needs N MiB but only M MiB of memory is available". */
 weft_status weft_check_memory(size_t need_bytes, const char *what, weft_err *err);
-/* Same against a given availability (testable). */
+/* Same against a given availability in bytes (0 = unknown: WEFT_OK). */
 weft_status weft_check_memory_against(size_t need_bytes, size_t avail_bytes, const char *what, weft_err *err);
 
 #ifdef __cplusplus

@@ -56,6 +56,50 @@ void weft_order_sort(uint64_t *a, uint64_t *tmp, size_t n) {
     if (src != a) memcpy(a, src, n * sizeof *a);
 }
 
+void weft_order_sort_u32(uint32_t *a, uint32_t *tmp, size_t n) {
+    if (n < SMALL_SORT) {
+        for (size_t i = 1; i < n; i++) {
+            uint32_t v = a[i];
+            size_t j = i;
+            while (j > 0 && a[j - 1] > v) {
+                a[j] = a[j - 1];
+                j--;
+            }
+            a[j] = v;
+        }
+        return;
+    }
+    static const int shift[3] = {0, 11, 22};
+    uint32_t hist[3][2048];
+    memset(hist, 0, sizeof hist);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = a[i];
+        hist[0][v & 0x7ff]++;
+        hist[1][(v >> 11) & 0x7ff]++;
+        hist[2][v >> 22]++;
+    }
+    uint32_t *src = a, *dst = tmp;
+    for (int d = 0; d < 3; d++) {
+        uint32_t *h = hist[d];
+        int nb = d == 2 ? 1024 : 2048;
+        if (h[(src[0] >> shift[d]) & 0x7ff] == n) continue;
+        uint32_t sum = 0;
+        for (int b = 0; b < nb; b++) {
+            uint32_t c = h[b];
+            h[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint32_t v = src[i];
+            dst[h[(v >> shift[d]) & 0x7ff]++] = v;
+        }
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a) memcpy(a, src, n * sizeof *a);
+}
+
 uint64_t weft_order_kth(const uint64_t *a, size_t n, size_t k, uint64_t *tmp) {
     const uint64_t *cur = a;
     size_t m = n;

@@ -18,6 +18,15 @@ static inline uint32_t weft_order_key(float z) {
     return ~asc;
 }
 
+/* The fp32 value of an order key (inverse of weft_order_key; -0.0 comes back as +0.0). */
+static inline float weft_order_value(uint32_t key) {
+    uint32_t asc = ~key;
+    uint32_t b = (asc & 0x80000000u) ? (asc & 0x7fffffffu) : ~asc;
+    float z;
+    memcpy(&z, &b, sizeof z);
+    return z;
+}
+
 static inline uint64_t weft_order_cand(float z, int32_t id) {
     return ((uint64_t)weft_order_key(z) << 32) | (uint32_t)id;
 }
@@ -25,6 +34,9 @@ static inline uint64_t weft_order_cand(float z, int32_t id) {
 /* Sorts a[0..n) ascending (full u64 order) using tmp[n] as scratch. Requires a[] to be in ascending order of
  * the low 32 bits (ids) on entry: the radix passes sort only the high 32 bits, stably. */
 void weft_order_sort(uint64_t *a, uint64_t *tmp, size_t n);
+
+/* Sorts 32-bit keys a[0..n) ascending, tmp[n] scratch (LSD radix, 11/11/10-bit digits). */
+void weft_order_sort_u32(uint32_t *a, uint32_t *tmp, size_t n);
 
 /* The k-th smallest (1 <= k <= n) of the distinct values a[0..n), by MSD radix selection; a is not modified,
  * tmp[n] is scratch. O(n) per digit, at most 6 digits, usually 2-3. */

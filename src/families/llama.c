@@ -122,9 +122,7 @@ static float *cache_at(const llama *m, void *state, int cap, int64_t l, int whic
     return (float *)state + ((size_t)l * 2 + (size_t)which) * (size_t)cap * (size_t)(m->Hkv * m->d);
 }
 
-/* The capacity of each state is needed to find layer offsets; the backend passes states laid out for the
- * capacity given at state_init, which it records in the first int of... no: we keep it simple and store the
- * capacity per state in a side header. */
+/* Every state starts with its capacity, which fixes where each layer's cache lies. */
 typedef struct state_hdr {
     int capacity;
     int pad[15]; /* keeps the cache 64-byte aligned */
@@ -215,8 +213,46 @@ static weft_status llama_keep(void *fam, void *state, int cache_len, weft_err *e
     return WEFT_OK; /* rows past cache_len are simply overwritten by the next forward */
 }
 
+/* Snapshot at pos: per layer the K rows [0, pos) then the V rows [0, pos). */
+static size_t llama_snapshot_bytes(const void *fam, int pos) {
+    const llama *m = fam;
+    return (size_t)m->L * 2 * (size_t)pos * (size_t)(m->Hkv * m->d) * sizeof(float);
+}
+
+static weft_status llama_snapshot_save(const void *fam, const void *state, int pos, void *dst, weft_err *err) {
+    const llama *m = fam;
+    const state_hdr *h = state;
+    if (pos < 0 || pos > h->capacity)
+        return weft_err_set(err, WEFT_ERANGE, "snapshot at %d outside capacity %d", pos, h->capacity);
+    size_t rows = (size_t)pos * (size_t)(m->Hkv * m->d) * sizeof(float);
+    char *out = dst;
+    for (int64_t l = 0; l < m->L; l++)
+        for (int w = 0; w < 2; w++, out += rows) memcpy(out, cache_at(m, (void *)(h + 1), h->capacity, l, w), rows);
+    return WEFT_OK;
+}
+
+static weft_status llama_snapshot_restore(const void *fam, void *state, int pos, const void *src, weft_err *err) {
+    const llama *m = fam;
+    state_hdr *h = state;
+    if (pos < 0 || pos > h->capacity)
+        return weft_err_set(err, WEFT_ERANGE, "restore at %d outside capacity %d", pos, h->capacity);
+    size_t rows = (size_t)pos * (size_t)(m->Hkv * m->d) * sizeof(float);
+    const char *in = src;
+    for (int64_t l = 0; l < m->L; l++)
+        for (int w = 0; w < 2; w++, in += rows) memcpy(cache_at(m, h + 1, h->capacity, l, w), in, rows);
+    return WEFT_OK;
+}
+
 static const weft_family_ops LLAMA_OPS = {
-    "llama", llama_state_bytes_hdr, llama_state_init_hdr, llama_forward, llama_keep, llama_destroy,
+    .name = "llama",
+    .state_bytes = llama_state_bytes_hdr,
+    .state_init = llama_state_init_hdr,
+    .forward = llama_forward,
+    .keep = llama_keep,
+    .destroy = llama_destroy,
+    .snapshot_bytes = llama_snapshot_bytes,
+    .snapshot_save = llama_snapshot_save,
+    .snapshot_restore = llama_snapshot_restore,
 };
 
 weft_status weft_llama_create(const weft_config *cfg, const weft_tensor_set *ts, const weft_family_opts *opts,

@@ -51,6 +51,7 @@ typedef struct srv_prompt {
     int32_t *ids; /* [n] malloc'd */
     int n;
     char *text;   /* the prompt as text (string prompts; NULL for id prompts), for echo */
+    int max_tokens; /* the reply limit for this prompt (request's, or min(--max-tokens, context - n)) */
 } srv_prompt;
 
 typedef struct srv_request {
@@ -58,7 +59,6 @@ typedef struct srv_request {
     srv_prompt *prompts; /* [n_prompts] */
     int n_prompts;
     int n;               /* choices per prompt */
-    int max_tokens;      /* resolved (request or default, <= context - prompt) */
     weft_sampling sampling; /* seed unset here; logit_bias -> bias */
     bool seed_given;
     uint64_t seed;
@@ -98,7 +98,7 @@ typedef struct srv_textpipe {
     int mode;      /* 0 start (may open <think>), 1 reasoning, 2 content */
     bool trim_ws;  /* drop leading whitespace of the current section */
     srv_buf held2; /* text held back by the splitter (a possible marker prefix) */
-    srv_buf scratch;
+    srv_buf scratch, clean; /* reused per feed (no allocation per token once warm) */
 } srv_textpipe;
 
 void srv_textpipe_init(srv_textpipe *tp, const char *const *stops, int n_stops, bool split,
@@ -117,7 +117,7 @@ void srv_textpipe_free(srv_textpipe *tp);
 #define SRV_E2E_BUCKETS 21
 typedef struct srv_metrics {
     pthread_mutex_t mu;
-    uint64_t requests_by_status[6]; /* 2xx 400 401 404 413 5xx */
+    uint64_t requests_by_status[9]; /* see k_codes in metrics.c */
     uint64_t finished[4];           /* stop length cancelled error */
     uint64_t prompt_tokens, generation_tokens, cached_tokens, disconnections;
     uint64_t drafted, accepted;
@@ -170,6 +170,7 @@ typedef struct srv_choice {
     weft_logprobs *lps;    /* [cap] when logprobs asked */
     int cap, n_recv;
     bool overflow;
+    bool lp_missing;       /* logprobs were asked but the engine sent none */
     bool prefilled, finished;
     int cached;
     weft_srv_end end;
@@ -178,6 +179,7 @@ typedef struct srv_choice {
     double t_first;        /* weft_now() of the first TOKENS event, 0 before */
     /* consumer side (the request thread only) */
     int n_seen;            /* tokens taken from the mailbox */
+    bool prefill_seen;
     int n_counted;         /* tokens that count (up to and including the one completing a stop) */
     int *text_offset;      /* [cap] content length before each counted token (logprobs) */
     void *detok;
@@ -204,6 +206,7 @@ struct srv_gen {
     char rid[136];
     char id[160];
     int64_t created;
+    bool started;            /* every choice was submitted */
     bool cancelled_shutdown; /* the server cancelled it for shutdown */
     bool client_gone;
     bool released;
@@ -215,8 +218,8 @@ struct srv_gen {
     bool stream_error;
 };
 
-/* Builds the gen for r (takes no ownership of r). Submits every choice. On failure (503/400/500 in e) every
- * submitted job has already been cancelled and released. */
+/* Builds the gen for r (takes no ownership of r; r must outlive the gen) and submits every choice. On failure
+ * e says why (503/400/500). Either way the caller ends it with srv_gen_end. */
 bool srv_gen_start(srv_gen *g, weft_server *srv, srv_request *r, const char *rid, int fd, srv_error *e);
 /* Waits up to timeout_s for engine news, then moves it through each choice's text pipeline. Returns true
  * when something changed. */

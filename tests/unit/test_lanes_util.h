@@ -27,6 +27,9 @@ void lt_prompt(int32_t *out, int n, uint32_t seed, int vocab);
 
 /* Reads events from h until FINISHED (or 30 s pass: protocol_error says so) and checks their order. */
 void lt_collect(weft_request_handle *h, lt_result *out);
+/* Goes on collecting into out (already holding earlier events); returns early once out->n >= until_tokens
+ * when that is > 0. */
+void lt_collect_more(weft_request_handle *h, lt_result *out, int until_tokens);
 
 /* A fresh fake backend + engine; every request submitted before start, then collected. Returns 0, or -1
  * with why (setup failure or a refused submission). fs/es (optional) get the backend's and engine's stats

@@ -85,6 +85,32 @@ static weft_status cpu_keep(void *self, int slot, int cache_len, weft_err *err) 
     return b->fam.ops->keep(b->fam.self, b->states[slot], cache_len, err);
 }
 
+static size_t cpu_snapshot_bytes(void *self, int pos) {
+    cpu_backend *b = self;
+    return b->fam.ops->snapshot_bytes ? b->fam.ops->snapshot_bytes(b->fam.self, pos) : 0;
+}
+
+static weft_status cpu_save(void *self, int slot, int pos, void *dst, size_t bytes, weft_err *err) {
+    cpu_backend *b = self;
+    if (!b->fam.ops->snapshot_save) return weft_err_set(err, WEFT_ENOTSUP, "%s: no snapshots", b->fam.ops->name);
+    if (slot < 0 || slot >= b->max_slots || !b->states[slot])
+        return weft_err_set(err, WEFT_EINVAL, "save: slot %d is not open", slot);
+    if (bytes != b->fam.ops->snapshot_bytes(b->fam.self, pos))
+        return weft_err_set(err, WEFT_EINVAL, "save: %zu bytes given for a snapshot at %d", bytes, pos);
+    return b->fam.ops->snapshot_save(b->fam.self, b->states[slot], pos, dst, err);
+}
+
+static weft_status cpu_restore(void *self, int slot, int pos, const void *src, size_t bytes, weft_err *err) {
+    cpu_backend *b = self;
+    if (!b->fam.ops->snapshot_restore)
+        return weft_err_set(err, WEFT_ENOTSUP, "%s: no snapshots", b->fam.ops->name);
+    if (slot < 0 || slot >= b->max_slots || !b->states[slot])
+        return weft_err_set(err, WEFT_EINVAL, "restore: slot %d is not open", slot);
+    if (bytes != b->fam.ops->snapshot_bytes(b->fam.self, pos))
+        return weft_err_set(err, WEFT_EINVAL, "restore: %zu bytes given for a snapshot at %d", bytes, pos);
+    return b->fam.ops->snapshot_restore(b->fam.self, b->states[slot], pos, src, err);
+}
+
 static void cpu_memory(void *self, size_t *used, size_t *free_bytes) {
     cpu_backend *b = self;
     if (used) *used = b->used_bytes + b->fam.weights_bytes;
@@ -113,6 +139,9 @@ static const weft_backend_ops CPU_OPS = {
     .keep = cpu_keep,
     .release = cpu_release,
     .memory = cpu_memory,
+    .snapshot_bytes = cpu_snapshot_bytes,
+    .save = cpu_save,
+    .restore = cpu_restore,
     .destroy = cpu_destroy,
 };
 

@@ -2,8 +2,8 @@
  *
  * Loop (one thread per model; only it touches the backend): take the queue and the shutdown flag under the
  * engine mutex, then outside it end cancelled streams, admit queued requests into free slots, and run one
- * round (rounds.c). Cancels and new work wake the thread through the condition variable; with nothing to do it
- * sleeps there. */
+ * round (rounds.c). Cancels and new work wake the thread through the condition variable; with nothing to do
+ * it sleeps there. */
 #include "lanes_internal.h"
 
 #include <stdio.h>
@@ -262,19 +262,8 @@ static weft_status check_request(const weft_engine *e, const weft_request *req, 
                             "context_length_exceeded: the context window is %d tokens; the request asks for "
                             "%d (%d prompt + %d max_tokens)",
                             e->capacity, req->n_prompt + req->max_tokens, req->n_prompt, req->max_tokens);
-    const weft_sampling *s = &req->sampling;
-    if (s->logprobs < -1 || s->logprobs > WEFT_MAX_TOP_LOGPROBS)
-        return weft_err_set(err, WEFT_EINVAL, "logprobs: %d must be in -1..%d", s->logprobs,
-                            WEFT_MAX_TOP_LOGPROBS);
-    if (s->n_logit_bias < 0 || (s->n_logit_bias > 0 && !s->logit_bias))
-        return weft_err_set(err, WEFT_EINVAL, "logit_bias: %d entries without an array", s->n_logit_bias);
-    for (int i = 0; i < s->n_logit_bias; i++)
-        if (s->logit_bias[i].id < 0 || s->logit_bias[i].id >= vocab)
-            return weft_err_set(err, WEFT_EINVAL, "logit_bias: token %d is outside the vocab (%lld)",
-                                s->logit_bias[i].id, (long long)vocab);
-    if (!(s->temperature >= 0))
-        return weft_err_set(err, WEFT_EINVAL, "temperature: %g must be >= 0", s->temperature);
-    return WEFT_OK;
+    /* Sampling settings (SPEC §5.1): the sampler's own checks, so nothing a forward draws with can fail. */
+    return weft_sampling_validate(&req->sampling, vocab, err);
 }
 
 weft_status weft_engine_submit(weft_engine *e, const weft_request *req, weft_request_handle **out,
@@ -289,8 +278,8 @@ weft_status weft_engine_submit(weft_engine *e, const weft_request *req, weft_req
     pthread_mutex_unlock(&e->mu);
     if (closing) return weft_err_set(err, WEFT_EBUSY, "server shutting down");
     if (occupied >= e->parallel + e->max_queue)
-        return weft_err_set(err, WEFT_EBUSY, "server busy: %d requests running or queued (limit %d)", occupied,
-                            e->parallel + e->max_queue);
+        return weft_err_set(err, WEFT_EBUSY, "server busy: %d requests running or queued (limit %d)",
+                            occupied, e->parallel + e->max_queue);
     weft_request_handle *r = lanes_request_alloc(e, req, err);
     if (!r) return err ? err->code : WEFT_ENOMEM;
     pthread_mutex_lock(&e->mu);
@@ -302,11 +291,13 @@ weft_status weft_engine_submit(weft_engine *e, const weft_request *req, weft_req
         r->refs = 1;
         lanes_request_unref(r);
         if (was_closing) return weft_err_set(err, WEFT_EBUSY, "server shutting down");
-        return weft_err_set(err, WEFT_EBUSY, "server busy: %d requests running or queued (limit %d)", occupied,
-                            e->parallel + e->max_queue);
+        return weft_err_set(err, WEFT_EBUSY, "server busy: %d requests running or queued (limit %d)",
+                            occupied, e->parallel + e->max_queue);
     }
-    if (e->q_tail) e->q_tail->next = r;
-    else e->q_head = r;
+    if (e->q_tail)
+        e->q_tail->next = r;
+    else
+        e->q_head = r;
     e->q_tail = r;
     e->n_waiting++;
     pthread_cond_signal(&e->cv);

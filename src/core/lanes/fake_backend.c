@@ -28,10 +28,10 @@ typedef struct fake_slot {
 typedef struct fake {
     weft_fake_config cfg;
     pthread_mutex_t mu;
-    fake_slot *slots;   /* [max_slots] */
-    int *call_mark;     /* [max_slots] forward number that last used the slot */
-    float *raw, *z;     /* [vocab] work */
-    int *counts;        /* [vocab] work */
+    fake_slot *slots; /* [max_slots] */
+    int *call_mark;   /* [max_slots] forward number that last used the slot */
+    float *raw;       /* [vocab] work */
+    weft_sampler *sampler;
     weft_fake_stats st;
     void (*hook)(void *, const weft_segment *, int);
     void *hook_ctx;
@@ -47,7 +47,9 @@ static uint64_t mix64(uint64_t x) {
     return x;
 }
 
-static uint64_t hash_init(uint64_t salt) { return mix64(salt ^ 0x5EEDF00DCAFEULL); }
+static uint64_t hash_init(uint64_t salt) {
+    return mix64(salt ^ 0x5EEDF00DCAFEULL);
+}
 static uint64_t hash_step(uint64_t h, int32_t t) {
     return mix64(h ^ ((uint64_t)(uint32_t)t + 1) * 0x9E3779B97F4A7C15ULL);
 }
@@ -60,84 +62,8 @@ static void row_logits(uint64_t h, uint64_t salt, int vocab, float *z) {
     }
 }
 
-/* SPEC §5.2 keyed uniform in (0, 1). */
-static double keyed_u(uint64_t seed, uint64_t pos, uint64_t id) {
-    uint64_t k = mix64(mix64(mix64(seed + 0x9E3779B97F4A7C15ULL) ^ (pos * 0xD1B54A32D192ED03ULL)) ^ id);
-    return ((double)(k >> 12) + 0.5) * 0x1p-52;
-}
-
-static void fill_logprobs(const float *raw, int vocab, int32_t tok, int n_top, weft_logprobs *out) {
-    float m = raw[0];
-    for (int i = 1; i < vocab; i++)
-        if (raw[i] > m) m = raw[i];
-    double sum = 0;
-    for (int i = 0; i < vocab; i++) sum += exp((double)raw[i] - (double)m);
-    double lse = (double)m + log(sum);
-    memset(out, 0, sizeof *out);
-    out->token = tok;
-    out->logprob = (float)((double)raw[tok] - lse);
-    if (n_top > vocab) n_top = vocab;
-    out->n_top = n_top;
-    /* Top entries by value, ties by id: pick the best not yet taken, n_top times (tests use small vocabs). */
-    for (int k = 0; k < n_top; k++) {
-        int best = -1;
-        for (int i = 0; i < vocab; i++) {
-            bool taken = false;
-            for (int j = 0; j < k && !taken; j++) taken = out->top_ids[j] == i;
-            if (taken) continue;
-            if (best < 0 || raw[i] > raw[best]) best = i;
-        }
-        out->top_ids[k] = best;
-        out->top_logprobs[k] = (float)((double)raw[best] - lse);
-    }
-}
-
-/* Draws the token at position p + 1 from the row at position p (history seq[0..p]). raw: the row's logits;
- * z, counts: [vocab] work. */
-static int32_t draw_row(const float *raw, int vocab, const int32_t *seq, int n_prompt, int p,
-                        const weft_sampling *s, float *z, int *counts, weft_logprobs *lp) {
-    memcpy(z, raw, (size_t)vocab * sizeof *z);
-    for (int i = 0; i < s->n_logit_bias; i++) {
-        int id = s->logit_bias[i].id;
-        if (id >= 0 && id < vocab) z[id] = (float)((double)z[id] + s->logit_bias[i].bias);
-    }
-    bool freq = s->frequency_penalty != 0 || s->presence_penalty != 0;
-    bool rep = s->repetition_penalty != 1 && s->repetition_penalty > 0;
-    if (freq || rep) {
-        memset(counts, 0, (size_t)vocab * sizeof *counts);
-        for (int q = n_prompt; q <= p; q++) counts[seq[q]]++;
-        if (freq)
-            for (int i = 0; i < vocab; i++)
-                if (counts[i])
-                    z[i] = (float)((double)z[i] -
-                                   (s->frequency_penalty * counts[i] + s->presence_penalty * (counts[i] > 0)));
-        if (rep) {
-            for (int q = 0; q < n_prompt && q <= p; q++) counts[seq[q]] |= 1;
-            for (int i = 0; i < vocab; i++)
-                if (counts[i])
-                    z[i] = z[i] > 0 ? (float)((double)z[i] / s->repetition_penalty)
-                                    : (float)((double)z[i] * s->repetition_penalty);
-        }
-    }
-    int32_t best = 0;
-    if (s->temperature == 0) {
-        for (int i = 1; i < vocab; i++)
-            if (z[i] > z[best]) best = i;
-    } else {
-        double t = s->temperature > 1e-6 ? s->temperature : 1e-6, best_v = -INFINITY;
-        for (int i = 0; i < vocab; i++) {
-            double v = (double)z[i] / t - log(-log(keyed_u(s->seed, (uint64_t)p + 1, (uint64_t)i)));
-            if (v > best_v) {
-                best_v = v;
-                best = i;
-            }
-        }
-    }
-    if (lp) fill_logprobs(raw, vocab, best, s->logprobs > 0 ? s->logprobs : 0, lp);
-    return best;
-}
-
-static weft_status violation(fake *f, weft_err *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static weft_status violation(fake *f, weft_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static weft_status violation(fake *f, weft_err *err, const char *fmt, ...) {
     char msg[256];
     va_list ap;
@@ -190,7 +116,8 @@ static weft_status check_segment(fake *f, const weft_segment *g, int call, weft_
     if (g->slot < 0 || g->slot >= f->cfg.max_slots) return violation(f, err, "forward: slot %d", g->slot);
     fake_slot *s = &f->slots[g->slot];
     if (!s->open) return violation(f, err, "forward: slot %d is not open", g->slot);
-    if (f->call_mark[g->slot] == call) return violation(f, err, "forward: slot %d twice in one call", g->slot);
+    if (f->call_mark[g->slot] == call)
+        return violation(f, err, "forward: slot %d twice in one call", g->slot);
     f->call_mark[g->slot] = call;
     if (g->start != s->cache_len)
         return violation(f, err, "forward: slot %d segment starts at %d but %d rows are cached", g->slot,
@@ -203,13 +130,17 @@ static weft_status check_segment(fake *f, const weft_segment *g, int call, weft_
     if (g->n_prompt < 1 || (s->n_prompt >= 0 && g->n_prompt != s->n_prompt))
         return violation(f, err, "forward: slot %d n_prompt %d (was %d)", g->slot, g->n_prompt, s->n_prompt);
     if (!g->seq) return violation(f, err, "forward: slot %d without seq", g->slot);
+    weft_err serr;
+    if (g->n_draw > 0 && weft_sampling_validate(g->sampling, f->cfg.vocab_size, &serr) != WEFT_OK)
+        return violation(f, err, "forward: slot %d sampling: %.200s", g->slot, serr.msg);
     for (int p = 0; p < g->start; p++)
         if (g->seq[p] != s->toks[p])
             return violation(f, err, "forward: slot %d seq[%d] = %d but %d was fed there", g->slot, p,
                              g->seq[p], s->toks[p]);
     for (int p = g->start; p < g->start + g->n_rows; p++)
         if (g->seq[p] < 0 || g->seq[p] >= f->cfg.vocab_size)
-            return violation(f, err, "forward: slot %d seq[%d] = %d outside the vocab", g->slot, p, g->seq[p]);
+            return violation(f, err, "forward: slot %d seq[%d] = %d outside the vocab", g->slot, p,
+                             g->seq[p]);
     return WEFT_OK;
 }
 
@@ -259,8 +190,16 @@ static weft_status fake_forward(void *self, weft_segment *segs, int n_segs, weft
             int d = r - (g->n_rows - g->n_draw);
             if (d < 0) continue;
             row_logits(s->h[p + 1], f->cfg.salt, vocab, f->raw);
-            g->draws[d] = draw_row(f->raw, vocab, g->seq, g->n_prompt, p, g->sampling, f->z, f->counts,
-                                   g->logprobs ? &g->logprobs[d] : NULL);
+            int32_t t = weft_sample(f->sampler, f->raw, g->sampling, g->seq, p + 1, g->n_prompt,
+                                    g->logprobs ? &g->logprobs[d] : NULL);
+            if (t < 0) {
+                /* Bad settings are the host's to refuse before a forward: count it as a violation. */
+                st = violation(f, err, "forward: slot %d draw at %d: %s", g->slot, p + 1,
+                               weft_sampler_error(f->sampler)->msg);
+                pthread_mutex_unlock(&f->mu);
+                return st;
+            }
+            g->draws[d] = t;
         }
         s->cache_len = g->start + g->n_rows;
     }
@@ -322,8 +261,7 @@ static void fake_destroy(void *self) {
     free(f->slots);
     free(f->call_mark);
     free(f->raw);
-    free(f->z);
-    free(f->counts);
+    weft_sampler_free(f->sampler);
     free(f);
 }
 
@@ -351,14 +289,12 @@ weft_status weft_fake_backend_new(const weft_fake_config *cfg, weft_backend *out
     f->slots = calloc((size_t)cfg->max_slots, sizeof *f->slots);
     f->call_mark = calloc((size_t)cfg->max_slots, sizeof *f->call_mark);
     f->raw = calloc((size_t)cfg->vocab_size, sizeof *f->raw);
-    f->z = calloc((size_t)cfg->vocab_size, sizeof *f->z);
-    f->counts = calloc((size_t)cfg->vocab_size, sizeof *f->counts);
-    if (!f->slots || !f->call_mark || !f->raw || !f->z || !f->counts || pthread_mutex_init(&f->mu, NULL) != 0) {
+    f->sampler = weft_sampler_new(cfg->vocab_size);
+    if (!f->slots || !f->call_mark || !f->raw || !f->sampler || pthread_mutex_init(&f->mu, NULL) != 0) {
         free(f->slots);
         free(f->raw);
         free(f->call_mark);
-        free(f->z);
-        free(f->counts);
+        weft_sampler_free(f->sampler);
         free(f);
         return weft_err_set(err, WEFT_ENOMEM, "fake backend: out of memory");
     }
@@ -404,8 +340,12 @@ int32_t weft_fake_next(const weft_backend *b, const int32_t *seq, int n_prompt, 
         if (seq[p] < 0 || seq[p] >= vocab) return -1;
         h = hash_step(h, seq[p]);
     }
-    float raw[4096], z[4096];
-    int counts[4096];
+    float raw[4096];
     row_logits(h, f->cfg.salt, vocab, raw);
-    return draw_row(raw, vocab, seq, n_prompt, pos, sampling, z, counts, lp);
+    /* A sampler of its own: the oracle may run on any thread, beside the engine's forwards. */
+    weft_sampler *smp = weft_sampler_new(vocab);
+    if (!smp) return -1;
+    int32_t t = weft_sample(smp, raw, sampling, seq, pos + 1, n_prompt, lp);
+    weft_sampler_free(smp);
+    return t;
 }

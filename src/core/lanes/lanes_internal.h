@@ -79,9 +79,9 @@ struct weft_engine {
     bool has_drafter;
 
     /* engine thread only */
-    lane *lanes;          /* [parallel] */
-    int *order;           /* [parallel] lanes of a round, least recently served first */
-    weft_segment *segs;   /* [parallel] */
+    lane *lanes;        /* [parallel] */
+    int *order;         /* [parallel] lanes of a round, least recently served first */
+    weft_segment *segs; /* [parallel] */
     uint64_t round_no;
     uint64_t admit_no;
 

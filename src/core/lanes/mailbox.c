@@ -6,18 +6,25 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 const char *weft_finish_reason_name(weft_finish_reason r) {
     switch (r) {
-    case WEFT_FINISH_NONE: return "none";
-    case WEFT_FINISH_STOP: return "stop";
-    case WEFT_FINISH_LENGTH: return "length";
-    case WEFT_FINISH_CANCELLED: return "cancelled";
-    case WEFT_FINISH_ERROR: return "error";
-    case WEFT_FINISH_REFUSED: return "refused";
+    case WEFT_FINISH_NONE:
+        return "none";
+    case WEFT_FINISH_STOP:
+        return "stop";
+    case WEFT_FINISH_LENGTH:
+        return "length";
+    case WEFT_FINISH_CANCELLED:
+        return "cancelled";
+    case WEFT_FINISH_ERROR:
+        return "error";
+    case WEFT_FINISH_REFUSED:
+        return "refused";
     }
     return "unknown";
 }
@@ -40,7 +47,8 @@ weft_request_handle *lanes_request_alloc(weft_engine *e, const weft_request *req
     size_t n_seq = (size_t)req->n_prompt + (size_t)req->max_tokens;
     r->seq = malloc(n_seq * sizeof *r->seq);
     if (req->sampling.logprobs >= 0) r->lp = calloc((size_t)req->max_tokens, sizeof *r->lp);
-    if (req->sampling.n_logit_bias > 0) r->bias = malloc((size_t)req->sampling.n_logit_bias * sizeof *r->bias);
+    if (req->sampling.n_logit_bias > 0)
+        r->bias = malloc((size_t)req->sampling.n_logit_bias * sizeof *r->bias);
     if (!r->seq || (req->sampling.logprobs >= 0 && !r->lp) || (req->sampling.n_logit_bias > 0 && !r->bias)) {
         free(r->seq);
         free(r->lp);
@@ -57,7 +65,13 @@ weft_request_handle *lanes_request_alloc(weft_engine *e, const weft_request *req
         weft_err_set(err, WEFT_EINTERNAL, "request: pthread_mutex_init failed");
         return NULL;
     }
-    if (pthread_cond_init(&r->cv, NULL) != 0) {
+    /* Waits time out on the monotonic clock, so a wall-clock step cannot stretch or cut them. */
+    pthread_condattr_t ca;
+    bool ca_ok = pthread_condattr_init(&ca) == 0;
+    if (ca_ok) pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int cv_rc = pthread_cond_init(&r->cv, ca_ok ? &ca : NULL);
+    if (ca_ok) pthread_condattr_destroy(&ca);
+    if (cv_rc != 0) {
         pthread_mutex_destroy(&r->mu);
         free(r->seq);
         free(r->lp);
@@ -158,7 +172,7 @@ bool weft_request_next_event(weft_request_handle *h, weft_event *ev, double time
     if (!h) return false;
     struct timespec deadline;
     if (timeout_s > 0) {
-        clock_gettime(CLOCK_REALTIME, &deadline);
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
         double whole = floor(timeout_s);
         deadline.tv_sec += (time_t)whole;
         deadline.tv_nsec += (long)((timeout_s - whole) * 1e9);

@@ -78,6 +78,7 @@ void lanes_admit(weft_engine *e, weft_request_handle *r) {
     l->req = r;
     l->admit_seq = ++e->admit_no;
     l->t_admit = weft_now();
+    if (e->has_drafter && e->drafter.reset) e->drafter.reset(e->drafter.ctx, slot);
 }
 
 void lanes_reap_cancelled(weft_engine *e, bool all, const char *why) {
@@ -85,7 +86,8 @@ void lanes_reap_cancelled(weft_engine *e, bool all, const char *why) {
         lane *l = &e->lanes[i];
         if (!l->req) continue;
         l->prefilled_now = false;
-        if (all) lane_finish(e, i, WEFT_FINISH_CANCELLED, WEFT_ECANCELLED, why);
+        if (all)
+            lane_finish(e, i, WEFT_FINISH_CANCELLED, WEFT_ECANCELLED, why);
         else if (atomic_load(&l->req->cancel))
             lane_finish(e, i, WEFT_FINISH_CANCELLED, WEFT_ECANCELLED, "cancelled");
     }
@@ -175,21 +177,27 @@ static bool commit_token(weft_engine *e, lane *l, int32_t t, const weft_logprobs
     r->seq[r->n_prompt + l->n_gen] = t;
     if (r->lp && lp) r->lp[l->n_gen] = *lp;
     l->n_gen++;
-    if (!r->ignore_eos && is_eos(e, t)) l->reason = WEFT_FINISH_STOP;
-    else if (r->stop && r->stop(r->stop_ctx, r->seq + r->n_prompt, l->n_gen)) l->reason = WEFT_FINISH_STOP;
-    else if (l->n_gen >= r->max_tokens) l->reason = WEFT_FINISH_LENGTH;
-    else return false;
+    if (!r->ignore_eos && is_eos(e, t))
+        l->reason = WEFT_FINISH_STOP;
+    else if (r->stop && r->stop(r->stop_ctx, r->seq + r->n_prompt, l->n_gen))
+        l->reason = WEFT_FINISH_STOP;
+    else if (l->n_gen >= r->max_tokens)
+        l->reason = WEFT_FINISH_LENGTH;
+    else
+        return false;
     l->done = true;
     l->status = WEFT_OK;
     l->message[0] = '\0';
     return true;
 }
 
-/* Accepts and commits one segment's draws after the forward. Returns the tokens committed. */
-static int conclude(weft_engine *e, const weft_segment *s) {
+/* Accepts and commits one segment's draws after the forward. Returns the tokens committed; *kept gets the
+ * draft rows kept. */
+static int conclude(weft_engine *e, const weft_segment *s, int *kept) {
     lane *l = &e->lanes[s->slot];
     weft_request_handle *r = l->req;
     l->rounds++;
+    *kept = 0;
     if (l->n_gen == 0) {
         l->cache_len += s->n_rows;
         if (s->n_draw == 0) return 0;
@@ -211,6 +219,7 @@ static int conclude(weft_engine *e, const weft_segment *s) {
     l->drafted += l->n_draft;
     int kept_drafts = committed < acc ? committed : acc;
     l->accepted += kept_drafts;
+    *kept = kept_drafts;
     /* Rows fed and kept: the pending token and the accepted drafts; the bonus draw is the new pending. */
     l->cache_len += 1 + acc;
     if (!l->done && acc < l->n_draft) {
@@ -220,7 +229,7 @@ static int conclude(weft_engine *e, const weft_segment *s) {
             l->done = true;
             l->reason = WEFT_FINISH_ERROR;
             l->status = st;
-            snprintf(l->message, sizeof l->message, "backend keep failed: %s", err.msg);
+            snprintf(l->message, sizeof l->message, "backend keep failed: %.200s", err.msg);
         }
     }
     return committed;
@@ -244,14 +253,14 @@ int lanes_round(weft_engine *e) {
             l->done = true;
             l->reason = WEFT_FINISH_ERROR;
             l->status = st;
-            snprintf(l->message, sizeof l->message, "backend forward failed: %s", err.msg);
+            snprintf(l->message, sizeof l->message, "backend forward failed: %.200s", err.msg);
             continue;
         }
         if (l->n_gen == 0) prompt_rows += (uint64_t)s->n_rows;
-        int before_d = l->drafted, before_a = l->accepted;
-        gen += (uint64_t)conclude(e, s);
-        drafted += (uint64_t)(l->drafted - before_d);
-        accepted += (uint64_t)(l->accepted - before_a);
+        int kept = 0;
+        drafted += (uint64_t)l->n_draft;
+        gen += (uint64_t)conclude(e, s, &kept);
+        accepted += (uint64_t)kept;
     }
     pthread_mutex_lock(&e->mu);
     e->totals.rounds_total++;
@@ -263,8 +272,10 @@ int lanes_round(weft_engine *e) {
     for (int k = 0; k < n_segs; k++) {
         int slot = e->segs[k].slot;
         lane *l = &e->lanes[slot];
-        if (l->done) lane_finish(e, slot, l->reason, l->status, l->message);
-        else lanes_post_progress(l->req, l->prefilled_now, l->n_gen);
+        if (l->done)
+            lane_finish(e, slot, l->reason, l->status, l->message);
+        else
+            lanes_post_progress(l->req, l->prefilled_now, l->n_gen);
     }
     return lanes_active(e);
 }

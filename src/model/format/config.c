@@ -1,10 +1,12 @@
-/* config.json (+ generation_config.json) → weft_config, for llama, qwen3, qwen3_5, qwen3_5_moe and nemotron_h.
- * Keys, defaults and quirks: docs families-and-formats §1.1 (llama, RoPE spellings), §2 (qwen3), §3.1
- * (qwen3_5 text_config, layer pattern), §4.1 (nemotron_h pattern and keys), §10 (Infinity, n_groups vs
+/* config.json (+ generation_config.json) → weft_config, for llama, qwen3, qwen3_5, qwen3_5_moe and
+ * nemotron_h. Keys, defaults and quirks: docs families-and-formats §1.1 (llama, RoPE spellings), §2 (qwen3),
+ * §3.1 (qwen3_5 text_config, layer pattern), §4.1 (nemotron_h pattern and keys), §10 (Infinity, n_groups vs
  * n_group, defaults); SPEC §5.5 (two config generations: rope_parameters vs rope_theta/rope_scaling).
  * Defaults for absent keys are transformers' own (configuration_*.py); counts that do not apply are 0. */
 #include "weft/config.h"
+#include "weft/safetensors.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -14,14 +16,77 @@
 
 const char *weft_family_name(weft_family f) {
     switch (f) {
-    case WEFT_FAMILY_LLAMA: return "llama";
-    case WEFT_FAMILY_QWEN3: return "qwen3";
-    case WEFT_FAMILY_QWEN3_5: return "qwen3_5";
-    case WEFT_FAMILY_QWEN3_5_MOE: return "qwen3_5_moe";
-    case WEFT_FAMILY_NEMOTRON_H: return "nemotron_h";
-    case WEFT_FAMILY_UNKNOWN: break;
+    case WEFT_FAMILY_LLAMA:
+        return "llama";
+    case WEFT_FAMILY_QWEN3:
+        return "qwen3";
+    case WEFT_FAMILY_QWEN3_5:
+        return "qwen3_5";
+    case WEFT_FAMILY_QWEN3_5_MOE:
+        return "qwen3_5_moe";
+    case WEFT_FAMILY_NEMOTRON_H:
+        return "nemotron_h";
+    case WEFT_FAMILY_UNKNOWN:
+        break;
     }
     return "unknown";
+}
+
+char *weft_json_nonfinite_dup(const char *text) {
+    static const struct {
+        const char *tok, *rep;
+    } R[] = {{"-Infinity", "{\"__float__\":\"-Infinity\"}"},
+             {"Infinity", "{\"__float__\":\"Infinity\"}"},
+             {"NaN", "{\"__float__\":\"NaN\"}"}};
+    /* two passes: measure, then write */
+    char *out = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t n = 0;
+        bool in_str = false;
+        for (const char *p = text; *p; p++) {
+            const char *rep = NULL;
+            size_t tl = 0;
+            if (in_str) {
+                if (*p == '\\' && p[1]) {
+                    if (pass) out[n] = *p;
+                    n++, p++;
+                } else if (*p == '"') {
+                    in_str = false;
+                }
+            } else if (*p == '"') {
+                in_str = true;
+            } else {
+                bool word_start = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+                for (size_t i = 0; word_start && !rep && i < sizeof R / sizeof R[0]; i++) {
+                    tl = strlen(R[i].tok);
+                    if (strncmp(p, R[i].tok, tl) == 0 && !(isalnum((unsigned char)p[tl]) || p[tl] == '_'))
+                        rep = R[i].rep;
+                }
+            }
+            if (rep) {
+                size_t rl = strlen(rep);
+                if (pass) memcpy(out + n, rep, rl);
+                n += rl;
+                p += tl - 1;
+                continue;
+            }
+            if (pass) out[n] = *p;
+            n++;
+        }
+        if (pass)
+            out[n] = 0;
+        else if (!(out = malloc(n + 1)))
+            return NULL;
+    }
+    return out;
+}
+
+/* Parses JSON text accepting Python's bare Infinity/NaN (see weft_json_nonfinite_dup). */
+static json_t *load_json(const char *text, json_error_t *jerr) {
+    char *fixed = weft_json_nonfinite_dup(text);
+    json_t *j = json_loads(fixed ? fixed : text, 0, jerr);
+    free(fixed);
+    return j;
 }
 
 /* Where keys are looked up: the text config (qwen3_5's nested `text_config`) first, then the top level. */
@@ -46,10 +111,14 @@ static bool json_to_f64(json_t *v, double *out) {
     json_t *f = json_is_object(v) ? json_object_get(v, "__float__") : NULL;
     const char *s = json_string_value(f);
     if (!s) return false;
-    if (strcmp(s, "Infinity") == 0 || strcmp(s, "inf") == 0) *out = INFINITY;
-    else if (strcmp(s, "-Infinity") == 0 || strcmp(s, "-inf") == 0) *out = -INFINITY;
-    else if (strcmp(s, "NaN") == 0 || strcmp(s, "nan") == 0) *out = NAN;
-    else return false;
+    if (strcmp(s, "Infinity") == 0 || strcmp(s, "inf") == 0)
+        *out = INFINITY;
+    else if (strcmp(s, "-Infinity") == 0 || strcmp(s, "-inf") == 0)
+        *out = -INFINITY;
+    else if (strcmp(s, "NaN") == 0 || strcmp(s, "nan") == 0)
+        *out = NAN;
+    else
+        return false;
     return true;
 }
 
@@ -63,12 +132,15 @@ static weft_status get_int(const cctx *c, const char *key, int64_t def, bool req
         return WEFT_OK;
     }
     double d = json_is_real(v) ? json_real_value(v) : 0;
-    if (json_is_integer(v)) *out = json_integer_value(v);
-    else if (json_is_real(v) && d == floor(d) && fabs(d) < 9e15) *out = (int64_t)d;
-    else return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be an integer", c->file, key);
+    if (json_is_integer(v))
+        *out = json_integer_value(v);
+    else if (json_is_real(v) && d == floor(d) && fabs(d) < 9e15)
+        *out = (int64_t)d;
+    else
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be an integer", c->file, key);
     if (*out < min)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s = %lld is below %lld", c->file, key, (long long)*out,
-                            (long long)min);
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s = %lld is below %lld", c->file, key,
+                            (long long)*out, (long long)min);
     return WEFT_OK;
 }
 
@@ -78,15 +150,19 @@ static weft_status get_num(const cctx *c, const char *key, double def, double *o
         *out = def;
         return WEFT_OK;
     }
-    if (!json_to_f64(v, out)) return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be a number", c->file, key);
+    if (!json_to_f64(v, out))
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be a number", c->file, key);
     return WEFT_OK;
 }
 
 static weft_status get_bool(const cctx *c, const char *key, bool def, bool *out) {
     json_t *v = get(c, key);
-    if (!v) *out = def;
-    else if (json_is_boolean(v)) *out = json_is_true(v);
-    else return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be true or false", c->file, key);
+    if (!v)
+        *out = def;
+    else if (json_is_boolean(v))
+        *out = json_is_true(v);
+    else
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be true or false", c->file, key);
     return WEFT_OK;
 }
 
@@ -107,7 +183,8 @@ static weft_status obj_num(const cctx *c, json_t *obj, const char *obj_name, con
 
 static weft_status token_id(const cctx *c, json_t *v, const char *key, int32_t *out) {
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be a token id (non-negative integer)", c->file, key);
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be a token id (non-negative integer)", c->file,
+                            key);
     *out = (int32_t)json_integer_value(v);
     return WEFT_OK;
 }
@@ -124,14 +201,15 @@ static weft_status add_eos(const cctx *c, json_t *v, weft_config *cfg) {
     if (!v || json_is_null(v)) return WEFT_OK;
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     for (size_t i = 0; i < n; i++) {
-        int32_t id;
+        int32_t id = -1;
         weft_status st = token_id(c, json_is_array(v) ? json_array_get(v, i) : v, "eos_token_id", &id);
         if (st) return st;
         bool dup = false;
         for (int k = 0; k < cfg->n_eos; k++) dup |= cfg->eos_token_ids[k] == id;
         if (dup) continue;
         if (cfg->n_eos == WEFT_MAX_EOS)
-            return weft_err_set(c->err, WEFT_ENOTSUP, "%s: more than %d eos token ids", c->file, WEFT_MAX_EOS);
+            return weft_err_set(c->err, WEFT_ENOTSUP, "%s: more than %d eos token ids", c->file,
+                                WEFT_MAX_EOS);
         cfg->eos_token_ids[cfg->n_eos++] = id;
     }
     return WEFT_OK;
@@ -161,7 +239,8 @@ static weft_status parse_rope(const cctx *c, weft_config *cfg) {
         rp = get(c, "rope_scaling");
         rp_name = "rope_scaling";
     }
-    if (rp && !json_is_object(rp)) return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s is not an object", c->file, rp_name);
+    if (rp && !json_is_object(rp))
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s is not an object", c->file, rp_name);
     weft_status st = get_num(c, "rope_theta", r->theta, &r->theta);
     if (!st) st = get_num(c, "partial_rotary_factor", r->partial_rotary_factor, &r->partial_rotary_factor);
     if (st) return st;
@@ -174,14 +253,19 @@ static weft_status parse_rope(const cctx *c, weft_config *cfg) {
         const char *type = "default";
         if (jt && !json_is_null(jt)) {
             if (!json_is_string(jt))
-                return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s.rope_type is not a string", c->file, rp_name);
+                return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s.rope_type is not a string", c->file,
+                                    rp_name);
             type = json_string_value(jt);
         }
         /* "mrope" is Qwen-VL's legacy name for default RoPE over sections; text positions make it plain */
-        if (strcmp(type, "default") == 0 || strcmp(type, "mrope") == 0) r->type = WEFT_ROPE_DEFAULT;
-        else if (strcmp(type, "linear") == 0) r->type = WEFT_ROPE_LINEAR;
-        else if (strcmp(type, "llama3") == 0) r->type = WEFT_ROPE_LLAMA3;
-        else if (strcmp(type, "yarn") == 0) r->type = WEFT_ROPE_YARN;
+        if (strcmp(type, "default") == 0 || strcmp(type, "mrope") == 0)
+            r->type = WEFT_ROPE_DEFAULT;
+        else if (strcmp(type, "linear") == 0)
+            r->type = WEFT_ROPE_LINEAR;
+        else if (strcmp(type, "llama3") == 0)
+            r->type = WEFT_ROPE_LLAMA3;
+        else if (strcmp(type, "yarn") == 0)
+            r->type = WEFT_ROPE_YARN;
         else
             return weft_err_set(c->err, WEFT_ENOTSUP, "%s: rope type \"%s\" is not supported", c->file, type);
         bool scaled = r->type != WEFT_ROPE_DEFAULT, l3 = r->type == WEFT_ROPE_LLAMA3;
@@ -199,7 +283,8 @@ static weft_status parse_rope(const cctx *c, weft_config *cfg) {
             return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s.factor must be positive", c->file, rp_name);
     }
     if (!(r->theta > 0) || !(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1))
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: rope_theta or partial_rotary_factor out of range", c->file);
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: rope_theta or partial_rotary_factor out of range",
+                            c->file);
     if (cfg->family == WEFT_FAMILY_NEMOTRON_H) r->type = WEFT_ROPE_NONE; /* attention without positions */
     return WEFT_OK;
 }
@@ -215,11 +300,16 @@ static weft_status check_layers(const cctx *c, int64_t n) {
 }
 
 static bool nemotron_kind(const char *s, weft_layer_kind *k) {
-    if (!strcmp(s, "M") || !strcmp(s, "mamba") || !strcmp(s, "linear_attention")) *k = WEFT_LAYER_LINEAR;
-    else if (!strcmp(s, "*") || !strcmp(s, "attention") || !strcmp(s, "full_attention")) *k = WEFT_LAYER_ATTENTION;
-    else if (!strcmp(s, "-") || !strcmp(s, "mlp")) *k = WEFT_LAYER_MLP;
-    else if (!strcmp(s, "E") || !strcmp(s, "moe")) *k = WEFT_LAYER_MOE;
-    else return false;
+    if (!strcmp(s, "M") || !strcmp(s, "mamba") || !strcmp(s, "linear_attention"))
+        *k = WEFT_LAYER_LINEAR;
+    else if (!strcmp(s, "*") || !strcmp(s, "attention") || !strcmp(s, "full_attention"))
+        *k = WEFT_LAYER_ATTENTION;
+    else if (!strcmp(s, "-") || !strcmp(s, "mlp"))
+        *k = WEFT_LAYER_MLP;
+    else if (!strcmp(s, "E") || !strcmp(s, "moe"))
+        *k = WEFT_LAYER_MOE;
+    else
+        return false;
     return true;
 }
 
@@ -232,29 +322,32 @@ static weft_status nemotron_layers(const cctx *c, weft_config *cfg) {
         n = (int64_t)json_array_size(list);
     } else if (pat) {
         if (!json_is_string(pat))
-            return weft_err_set(c->err, WEFT_EFORMAT, "%s: hybrid_override_pattern must be a string", c->file);
+            return weft_err_set(c->err, WEFT_EFORMAT, "%s: hybrid_override_pattern must be a string",
+                                c->file);
         n = (int64_t)strlen(json_string_value(pat));
     } else {
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: missing required key layers_block_type (or "
-                            "hybrid_override_pattern)", c->file);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: missing required key layers_block_type (or "
+                            "hybrid_override_pattern)",
+                            c->file);
     }
     weft_status st = check_layers(c, n);
     if (st) return st;
     for (int64_t i = 0; i < n; i++) {
-        char one[2] = {0, 0};
-        const char *s;
-        if (list) s = json_string_value(json_array_get(list, (size_t)i));
-        else s = (one[0] = json_string_value(pat)[i], one);
+        char one[2] = {list ? 0 : json_string_value(pat)[i], 0}; /* one character of the legacy pattern */
+        const char *s = list ? json_string_value(json_array_get(list, (size_t)i)) : one;
         if (!s || !nemotron_kind(s, &cfg->layer_kind[i]))
             return weft_err_set(c->err, WEFT_EFORMAT, "%s: layer %lld has unknown block type \"%s\"", c->file,
                                 (long long)i, s ? s : "(not a string)");
     }
-    /* num_hidden_layers is deprecated for nemotron_h (the pattern's length rules); a disagreeing one is corrupt */
+    /* num_hidden_layers is deprecated for nemotron_h (the pattern's length rules); a disagreeing one is
+     * corrupt */
     int64_t nh;
     if ((st = get_int(c, "num_hidden_layers", n, false, 1, &nh))) return st;
     if (nh != n)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: num_hidden_layers %lld disagrees with the %lld-layer pattern",
-                            c->file, (long long)nh, (long long)n);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: num_hidden_layers %lld disagrees with the %lld-layer pattern", c->file,
+                            (long long)nh, (long long)n);
     cfg->n_layers = n;
     return WEFT_OK;
 }
@@ -262,13 +355,15 @@ static weft_status nemotron_layers(const cctx *c, weft_config *cfg) {
 /* qwen3_5: layer_types, else every full_attention_interval-th layer is full attention. */
 static weft_status qwen35_layers(const cctx *c, weft_config *cfg) {
     weft_status st;
-    if ((st = get_int(c, "num_hidden_layers", 0, true, 1, &cfg->n_layers)) || (st = check_layers(c, cfg->n_layers)) ||
+    if ((st = get_int(c, "num_hidden_layers", 0, true, 1, &cfg->n_layers)) ||
+        (st = check_layers(c, cfg->n_layers)) ||
         (st = get_int(c, "full_attention_interval", 4, false, 1, &cfg->full_attention_interval)))
         return st;
     json_t *lt = get(c, "layer_types");
     if (lt && (!json_is_array(lt) || (int64_t)json_array_size(lt) != cfg->n_layers))
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: layer_types must be a list of num_hidden_layers (%lld) names",
-                            c->file, (long long)cfg->n_layers);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: layer_types must be a list of num_hidden_layers (%lld) names", c->file,
+                            (long long)cfg->n_layers);
     for (int64_t i = 0; i < cfg->n_layers; i++) {
         if (!lt) {
             cfg->layer_kind[i] =
@@ -276,11 +371,15 @@ static weft_status qwen35_layers(const cctx *c, weft_config *cfg) {
             continue;
         }
         const char *s = json_string_value(json_array_get(lt, (size_t)i));
-        if (s && strcmp(s, "full_attention") == 0) cfg->layer_kind[i] = WEFT_LAYER_ATTENTION;
-        else if (s && strcmp(s, "linear_attention") == 0) cfg->layer_kind[i] = WEFT_LAYER_LINEAR;
+        if (s && strcmp(s, "full_attention") == 0)
+            cfg->layer_kind[i] = WEFT_LAYER_ATTENTION;
+        else if (s && strcmp(s, "linear_attention") == 0)
+            cfg->layer_kind[i] = WEFT_LAYER_LINEAR;
         else
-            return weft_err_set(c->err, WEFT_EFORMAT, "%s: layer_types[%lld] \"%s\" is not full_attention or "
-                                "linear_attention", c->file, (long long)i, s ? s : "(not a string)");
+            return weft_err_set(c->err, WEFT_EFORMAT,
+                                "%s: layer_types[%lld] \"%s\" is not full_attention or "
+                                "linear_attention",
+                                c->file, (long long)i, s ? s : "(not a string)");
     }
     return WEFT_OK;
 }
@@ -289,16 +388,16 @@ static weft_status qwen35_layers(const cctx *c, weft_config *cfg) {
 static weft_status dense_layers(const cctx *c, weft_config *cfg) {
     weft_status st;
     bool sw = false;
-    if ((st = get_int(c, "num_hidden_layers", 0, true, 1, &cfg->n_layers)) || (st = check_layers(c, cfg->n_layers)) ||
-        (st = get_bool(c, "use_sliding_window", false, &sw)))
+    if ((st = get_int(c, "num_hidden_layers", 0, true, 1, &cfg->n_layers)) ||
+        (st = check_layers(c, cfg->n_layers)) || (st = get_bool(c, "use_sliding_window", false, &sw)))
         return st;
     if (sw) return weft_err_set(c->err, WEFT_ENOTSUP, "%s: use_sliding_window is not supported", c->file);
     json_t *lt = get(c, "layer_types");
     for (size_t i = 0; json_is_array(lt) && i < json_array_size(lt); i++) {
         const char *s = json_string_value(json_array_get(lt, i));
         if (!s || strcmp(s, "full_attention") != 0)
-            return weft_err_set(c->err, WEFT_ENOTSUP, "%s: layer_types[%zu] \"%s\" is not supported", c->file, i,
-                                s ? s : "(not a string)");
+            return weft_err_set(c->err, WEFT_ENOTSUP, "%s: layer_types[%zu] \"%s\" is not supported", c->file,
+                                i, s ? s : "(not a string)");
     }
     for (int64_t i = 0; i < cfg->n_layers; i++) cfg->layer_kind[i] = WEFT_LAYER_ATTENTION;
     return WEFT_OK;
@@ -327,7 +426,8 @@ static weft_status parse_qwen35(const cctx *c, weft_config *cfg) {
     if ((st = get_int(c, "num_experts", 0, true, 1, &cfg->num_experts)) ||
         (st = get_int(c, "num_experts_per_tok", 0, true, 1, &cfg->num_experts_per_tok)) ||
         (st = get_int(c, "moe_intermediate_size", 0, true, 1, &cfg->moe_intermediate_size)) ||
-        (st = get_int(c, "shared_expert_intermediate_size", 0, false, 0, &cfg->shared_expert_intermediate_size)) ||
+        (st = get_int(c, "shared_expert_intermediate_size", 0, false, 0,
+                      &cfg->shared_expert_intermediate_size)) ||
         (st = get_bool(c, "norm_topk_prob", true, &cfg->norm_topk_prob)))
         return st;
     cfg->n_shared_experts = cfg->shared_expert_intermediate_size > 0 ? 1 : 0;
@@ -362,7 +462,8 @@ static weft_status parse_nemotron(const cctx *c, weft_config *cfg) {
         return weft_err_set(c->err, WEFT_EFORMAT, "%s: time_step_limit must be a [min, max] pair of numbers",
                             c->file);
     if (lin && cfg->mamba_num_heads % cfg->n_groups != 0)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: mamba_num_heads is not a multiple of n_groups", c->file);
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: mamba_num_heads is not a multiple of n_groups",
+                            c->file);
     int64_t latent = 0;
     json_t *jl = get(c, "moe_latent_size");
     if ((st = get_int(c, "n_routed_experts", 0, moe, 1, &cfg->num_experts)) ||
@@ -380,8 +481,10 @@ static weft_status parse_nemotron(const cctx *c, weft_config *cfg) {
     cfg->moe_latent_size = latent;
     if (moe && (cfg->num_experts % cfg->n_group != 0 || cfg->num_experts_per_tok > cfg->num_experts ||
                 cfg->topk_group > cfg->n_group))
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: inconsistent MoE sizes (n_routed_experts, num_experts_per_tok, "
-                            "n_group, topk_group)", c->file);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: inconsistent MoE sizes (n_routed_experts, num_experts_per_tok, "
+                            "n_group, topk_group)",
+                            c->file);
     return WEFT_OK;
 }
 
@@ -390,9 +493,12 @@ static weft_family family_of(const char *mt) {
         const char *name;
         weft_family f;
     } map[] = {
-        {"llama", WEFT_FAMILY_LLAMA},           {"qwen3", WEFT_FAMILY_QWEN3},
-        {"qwen3_5", WEFT_FAMILY_QWEN3_5},       {"qwen3_5_text", WEFT_FAMILY_QWEN3_5},
-        {"qwen3_5_moe", WEFT_FAMILY_QWEN3_5_MOE}, {"qwen3_5_moe_text", WEFT_FAMILY_QWEN3_5_MOE},
+        {"llama", WEFT_FAMILY_LLAMA},
+        {"qwen3", WEFT_FAMILY_QWEN3},
+        {"qwen3_5", WEFT_FAMILY_QWEN3_5},
+        {"qwen3_5_text", WEFT_FAMILY_QWEN3_5},
+        {"qwen3_5_moe", WEFT_FAMILY_QWEN3_5_MOE},
+        {"qwen3_5_moe_text", WEFT_FAMILY_QWEN3_5_MOE},
         {"nemotron_h", WEFT_FAMILY_NEMOTRON_H},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -404,9 +510,12 @@ static weft_status parse_common(const cctx *c, weft_config *cfg) {
     weft_family f = cfg->family;
     bool nemo = f == WEFT_FAMILY_NEMOTRON_H, q35 = f == WEFT_FAMILY_QWEN3_5 || f == WEFT_FAMILY_QWEN3_5_MOE;
     weft_status st;
-    if (nemo) st = nemotron_layers(c, cfg);
-    else if (q35) st = qwen35_layers(c, cfg);
-    else st = dense_layers(c, cfg);
+    if (nemo)
+        st = nemotron_layers(c, cfg);
+    else if (q35)
+        st = qwen35_layers(c, cfg);
+    else
+        st = dense_layers(c, cfg);
     if (st) return st;
     /* a dense MLP size is needed where a dense MLP exists */
     bool need_i = f == WEFT_FAMILY_LLAMA || f == WEFT_FAMILY_QWEN3 || f == WEFT_FAMILY_QWEN3_5 ||
@@ -417,7 +526,8 @@ static weft_status parse_common(const cctx *c, weft_config *cfg) {
         (st = get_int(c, "intermediate_size", 0, need_i, 1, &cfg->intermediate_size)) ||
         (st = get_int(c, "num_attention_heads", 0, true, 1, &cfg->n_heads)) ||
         (st = get_int(c, "num_key_value_heads", cfg->n_heads, false, 1, &cfg->n_kv_heads)) ||
-        (st = get_num(c, nemo ? "layer_norm_epsilon" : "rms_norm_eps", nemo ? 1e-5 : 1e-6, &cfg->rms_norm_eps)) ||
+        (st = get_num(c, nemo ? "layer_norm_epsilon" : "rms_norm_eps", nemo ? 1e-5 : 1e-6,
+                      &cfg->rms_norm_eps)) ||
         (st = get_bool(c, "tie_word_embeddings", false, &cfg->tie_word_embeddings)) ||
         (st = get_bool(c, "attention_bias", false, &cfg->attention_bias)) ||
         (st = get_bool(c, "mlp_bias", false, &cfg->mlp_bias)) ||
@@ -426,17 +536,20 @@ static weft_status parse_common(const cctx *c, weft_config *cfg) {
         (st = get_token(c, "pad_token_id", &cfg->pad_token_id)))
         return st;
     if (cfg->n_heads % cfg->n_kv_heads != 0)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: num_attention_heads %lld is not a multiple of "
-                            "num_key_value_heads %lld", c->file, (long long)cfg->n_heads, (long long)cfg->n_kv_heads);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: num_attention_heads %lld is not a multiple of "
+                            "num_key_value_heads %lld",
+                            c->file, (long long)cfg->n_heads, (long long)cfg->n_kv_heads);
     /* head_dim: explicit, else llama/nemotron H/Hq, qwen3 128, qwen3_5 256 (transformers defaults) */
     int64_t hd_def = f == WEFT_FAMILY_QWEN3 ? 128 : q35 ? 256 : cfg->hidden_size / cfg->n_heads;
     if (nemo && get(c, "attention_head_dim") && !get(c, "head_dim"))
         st = get_int(c, "attention_head_dim", hd_def, false, 1, &cfg->head_dim);
-    else st = get_int(c, "head_dim", hd_def, false, 1, &cfg->head_dim);
+    else
+        st = get_int(c, "head_dim", hd_def, false, 1, &cfg->head_dim);
     if (st) return st;
     if (cfg->head_dim < 1)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: head_dim cannot be derived (hidden_size < num_attention_heads)",
-                            c->file);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: head_dim cannot be derived (hidden_size < num_attention_heads)", c->file);
     if (!(cfg->rms_norm_eps > 0))
         return weft_err_set(c->err, WEFT_EFORMAT, "%s: the norm epsilon must be positive", c->file);
     if ((st = parse_rope(c, cfg))) return st;
@@ -445,7 +558,7 @@ static weft_status parse_common(const cctx *c, weft_config *cfg) {
 
 static weft_status parse_generation(const char *text, weft_config *cfg, weft_err *err) {
     json_error_t jerr;
-    json_t *g = json_loads(text, 0, &jerr);
+    json_t *g = load_json(text, &jerr);
     if (!g || !json_is_object(g)) {
         json_decref(g);
         return weft_err_set(err, WEFT_EFORMAT, "generation_config.json: not a JSON object: %s (line %d)",
@@ -477,7 +590,7 @@ weft_status weft_config_parse(const char *config_json, const char *generation_js
     cfg->temperature = 1.0;
     cfg->top_p = 1.0;
     json_error_t jerr;
-    json_t *root = json_loads(config_json, 0, &jerr);
+    json_t *root = load_json(config_json, &jerr);
     if (!root || !json_is_object(root)) {
         json_decref(root);
         return weft_err_set(err, WEFT_EFORMAT, "config.json: not a JSON object: %s (line %d)",
@@ -492,9 +605,11 @@ weft_status weft_config_parse(const char *config_json, const char *generation_js
     } else if (!json_is_string(mt)) {
         st = weft_err_set(err, WEFT_EFORMAT, "config.json: model_type must be a string");
     } else if ((cfg->family = family_of(json_string_value(mt))) == WEFT_FAMILY_UNKNOWN) {
-        st = weft_err_set(err, WEFT_ENOTSUP,
-                          "config.json: model_type \"%.64s\" is not supported (llama, qwen3, qwen3_5, qwen3_5_moe, "
-                          "nemotron_h)", json_string_value(mt));
+        st = weft_err_set(
+            err, WEFT_ENOTSUP,
+            "config.json: model_type \"%.64s\" is not supported (llama, qwen3, qwen3_5, qwen3_5_moe, "
+            "nemotron_h)",
+            json_string_value(mt));
     } else {
         snprintf(cfg->model_type, sizeof cfg->model_type, "%s", json_string_value(mt));
         st = parse_common(&c, cfg);

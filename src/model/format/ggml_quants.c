@@ -15,7 +15,9 @@
 
 #include <string.h>
 
-static float half_at(const uint8_t *p) { return weft_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
+static float half_at(const uint8_t *p) {
+    return weft_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
+}
 
 static uint32_t u32_at(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -188,17 +190,38 @@ void weft_ggml_dequant(weft_dtype t, const void *src, float *out, int64_t n) {
     typedef void (*block_fn)(const uint8_t *, float *);
     block_fn fn = NULL;
     switch (t) {
-    case WEFT_DT_Q4_0: fn = dq_q4_0; break;
-    case WEFT_DT_Q4_1: fn = dq_q4_1; break;
-    case WEFT_DT_Q5_0: fn = dq_q5_0; break;
-    case WEFT_DT_Q5_1: fn = dq_q5_1; break;
-    case WEFT_DT_Q8_0: fn = dq_q8_0; break;
-    case WEFT_DT_Q2_K: fn = dq_q2_k; break;
-    case WEFT_DT_Q3_K: fn = dq_q3_k; break;
-    case WEFT_DT_Q4_K: fn = dq_q4_k; break;
-    case WEFT_DT_Q5_K: fn = dq_q5_k; break;
-    case WEFT_DT_Q6_K: fn = dq_q6_k; break;
-    default: return; /* not a ggml block type: callers dispatch only the types above */
+    case WEFT_DT_Q4_0:
+        fn = dq_q4_0;
+        break;
+    case WEFT_DT_Q4_1:
+        fn = dq_q4_1;
+        break;
+    case WEFT_DT_Q5_0:
+        fn = dq_q5_0;
+        break;
+    case WEFT_DT_Q5_1:
+        fn = dq_q5_1;
+        break;
+    case WEFT_DT_Q8_0:
+        fn = dq_q8_0;
+        break;
+    case WEFT_DT_Q2_K:
+        fn = dq_q2_k;
+        break;
+    case WEFT_DT_Q3_K:
+        fn = dq_q3_k;
+        break;
+    case WEFT_DT_Q4_K:
+        fn = dq_q4_k;
+        break;
+    case WEFT_DT_Q5_K:
+        fn = dq_q5_k;
+        break;
+    case WEFT_DT_Q6_K:
+        fn = dq_q6_k;
+        break;
+    default:
+        return; /* not a ggml block type: callers dispatch only the types above */
     }
     const weft_dtype_info *info = weft_dtype_get(t);
     const uint8_t *p = src;

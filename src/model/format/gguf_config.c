@@ -17,7 +17,9 @@ static const char *akey(ctx *c, const char *suffix) {
     return c->key;
 }
 
-static bool has(ctx *c, const char *key) { return weft_gguf_find(c->g, key) >= 0; }
+static bool has(ctx *c, const char *key) {
+    return weft_gguf_find(c->g, key) >= 0;
+}
 
 /* An integer that may be stored as a scalar or (llama.cpp's per-layer form) an array that must be uniform. */
 static weft_status get_uniform_int(ctx *c, const char *key, int64_t *out) {
@@ -26,10 +28,11 @@ static weft_status get_uniform_int(ctx *c, const char *key, int64_t *out) {
         weft_gguf_arr a;
         weft_status st = weft_gguf_get_arr(c->g, key, &a, c->err);
         if (st) return st;
-        if (a.count == 0 || a.type == WEFT_GGUF_STRING || a.type == WEFT_GGUF_F32 || a.type == WEFT_GGUF_F64 ||
-            a.type == WEFT_GGUF_BOOL)
-            return weft_err_set(c->err, WEFT_EFORMAT, "%s: metadata key '%s' is not an integer or integer array",
-                                c->g->source, key);
+        if (a.count == 0 || a.type == WEFT_GGUF_STRING || a.type == WEFT_GGUF_F32 ||
+            a.type == WEFT_GGUF_F64 || a.type == WEFT_GGUF_BOOL)
+            return weft_err_set(c->err, WEFT_EFORMAT,
+                                "%s: metadata key '%s' is not an integer or integer array", c->g->source,
+                                key);
         int64_t v0 = weft_gguf_arr_int(&a, 0);
         for (uint64_t k = 1; k < a.count; k++)
             if (weft_gguf_arr_int(&a, k) != v0)
@@ -45,8 +48,8 @@ static weft_status positive(ctx *c, const char *key, int64_t *out) {
     weft_status st = get_uniform_int(c, key, out);
     if (st) return st;
     if (*out <= 0)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: metadata key '%s' = %lld must be positive", c->g->source, key,
-                            (long long)*out);
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: metadata key '%s' = %lld must be positive",
+                            c->g->source, key, (long long)*out);
     return WEFT_OK;
 }
 
@@ -58,8 +61,8 @@ static weft_status token_id(ctx *c, const char *key, int64_t vocab, int32_t *out
     weft_status st = weft_gguf_get_int(c->g, key, &v, c->err);
     if (st) return st;
     if (v < 0 || v >= vocab)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s = %lld is outside the vocabulary (%lld)", c->g->source, key,
-                            (long long)v, (long long)vocab);
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s = %lld is outside the vocabulary (%lld)",
+                            c->g->source, key, (long long)v, (long long)vocab);
     *out = (int32_t)v;
     return WEFT_OK;
 }
@@ -76,25 +79,30 @@ static weft_status rope_scaling(ctx *c, weft_config *cfg) {
     const char *type = NULL;
     double factor = 0;
     weft_status st;
-    if (has(c, akey(c, "rope.scaling.type")) && (st = weft_gguf_get_str(c->g, c->key, &type, NULL, c->err))) return st;
-    if (has(c, akey(c, "rope.scaling.factor")) && (st = weft_gguf_get_float(c->g, c->key, &factor, c->err))) return st;
+    if (has(c, akey(c, "rope.scaling.type")) && (st = weft_gguf_get_str(c->g, c->key, &type, NULL, c->err)))
+        return st;
+    if (has(c, akey(c, "rope.scaling.factor")) && (st = weft_gguf_get_float(c->g, c->key, &factor, c->err)))
+        return st;
     /* the older spelling of a linear factor */
     if (factor == 0 && has(c, akey(c, "rope.scale_linear")) &&
         (st = weft_gguf_get_float(c->g, c->key, &factor, c->err)))
         return st;
     /* llama.cpp: type defaults to linear and a factor of 0 or 1 means no scaling */
     if (!type) type = "linear";
-    if (strcmp(type, "none") == 0 || (strcmp(type, "linear") == 0 && (factor == 0 || factor == 1))) return WEFT_OK;
+    if (strcmp(type, "none") == 0 || (strcmp(type, "linear") == 0 && (factor == 0 || factor == 1)))
+        return WEFT_OK;
     if (!(factor > 0))
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: rope scaling '%s' needs a positive %s.rope.scaling.factor",
-                            c->g->source, type, c->arch);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: rope scaling '%s' needs a positive %s.rope.scaling.factor", c->g->source,
+                            type, c->arch);
     r->factor = factor;
     if (strcmp(type, "linear") == 0) {
         r->type = WEFT_ROPE_LINEAR;
         return WEFT_OK;
     }
     if (strcmp(type, "yarn") != 0)
-        return weft_err_set(c->err, WEFT_ENOTSUP, "%s: rope scaling type '%s' is not supported", c->g->source, type);
+        return weft_err_set(c->err, WEFT_ENOTSUP, "%s: rope scaling type '%s' is not supported", c->g->source,
+                            type);
     r->type = WEFT_ROPE_YARN;
     int64_t n0;
     if ((st = positive(c, akey(c, "rope.scaling.original_context_length"), &n0))) return st;
@@ -110,7 +118,8 @@ static weft_status rope_scaling(ctx *c, weft_config *cfg) {
     if (has(c, akey(c, "rope.scaling.attn_factor")) && (st = weft_gguf_get_float(c->g, c->key, &af, c->err)))
         return st;
     if (af != 1)
-        return weft_err_set(c->err, WEFT_ENOTSUP, "%s: %s = %g (≠ 1) is not supported", c->g->source, c->key, af);
+        return weft_err_set(c->err, WEFT_ENOTSUP, "%s: %s = %g (≠ 1) is not supported", c->g->source, c->key,
+                            af);
     return WEFT_OK;
 }
 
@@ -119,11 +128,13 @@ static weft_status rope_freqs(ctx *c, weft_config *cfg, int64_t rope_dim) {
     const weft_gguf_tensor_info *t = weft_gguf_tensor_find(c->g, "rope_freqs.weight");
     if (!t) return WEFT_OK;
     if (t->dtype != WEFT_DT_F32 || t->n_dims != 1 || t->ne[0] != rope_dim / 2)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: rope_freqs.weight must be F32 [%lld], found %s with ne0 %lld",
-                            c->g->source, (long long)(rope_dim / 2), weft_gguf_ggml_type_name(t->ggml_type),
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: rope_freqs.weight must be F32 [%lld], found %s with ne0 %lld", c->g->source,
+                            (long long)(rope_dim / 2), weft_gguf_ggml_type_name(t->ggml_type),
                             (long long)t->ne[0]);
     if ((uintptr_t)t->data % sizeof(float))
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: rope_freqs.weight data is not 4-byte aligned", c->g->source);
+        return weft_err_set(c->err, WEFT_EFORMAT, "%s: rope_freqs.weight data is not 4-byte aligned",
+                            c->g->source);
     cfg->rope.freq_divisors = (const float *)(const void *)t->data;
     return WEFT_OK;
 }
@@ -173,23 +184,25 @@ static weft_status sizes(ctx *c, weft_config *cfg) {
     if ((st = positive(c, akey(c, "embedding_length"), &cfg->hidden_size))) return st;
     if ((st = positive(c, akey(c, "block_count"), &cfg->n_layers))) return st;
     if (cfg->n_layers > WEFT_MAX_LAYERS)
-        return weft_err_set(c->err, WEFT_ENOTSUP, "%s: %s = %lld exceeds the %d layers weft supports", c->g->source,
-                            c->key, (long long)cfg->n_layers, WEFT_MAX_LAYERS);
+        return weft_err_set(c->err, WEFT_ENOTSUP, "%s: %s = %lld exceeds the %d layers weft supports",
+                            c->g->source, c->key, (long long)cfg->n_layers, WEFT_MAX_LAYERS);
     if ((st = positive(c, akey(c, "feed_forward_length"), &cfg->intermediate_size))) return st;
     if ((st = positive(c, akey(c, "context_length"), &cfg->max_position_embeddings))) return st;
     if ((st = positive(c, akey(c, "attention.head_count"), &cfg->n_heads))) return st;
     cfg->n_kv_heads = cfg->n_heads;
     if (has(c, akey(c, "attention.head_count_kv")) && (st = positive(c, c->key, &cfg->n_kv_heads))) return st;
     if (cfg->n_heads % cfg->n_kv_heads)
-        return weft_err_set(c->err, WEFT_EFORMAT, "%s: head_count %lld is not a multiple of head_count_kv %lld",
-                            c->g->source, (long long)cfg->n_heads, (long long)cfg->n_kv_heads);
+        return weft_err_set(c->err, WEFT_EFORMAT,
+                            "%s: head_count %lld is not a multiple of head_count_kv %lld", c->g->source,
+                            (long long)cfg->n_heads, (long long)cfg->n_kv_heads);
     if (has(c, akey(c, "attention.key_length"))) {
         if ((st = positive(c, c->key, &cfg->head_dim))) return st;
     } else {
         if (cfg->hidden_size % cfg->n_heads)
-            return weft_err_set(c->err, WEFT_EFORMAT,
-                                "%s: embedding_length %lld is not a multiple of head_count %lld (and no key_length)",
-                                c->g->source, (long long)cfg->hidden_size, (long long)cfg->n_heads);
+            return weft_err_set(
+                c->err, WEFT_EFORMAT,
+                "%s: embedding_length %lld is not a multiple of head_count %lld (and no key_length)",
+                c->g->source, (long long)cfg->hidden_size, (long long)cfg->n_heads);
         cfg->head_dim = cfg->hidden_size / cfg->n_heads;
     }
     if (has(c, akey(c, "attention.value_length"))) {
@@ -199,7 +212,8 @@ static weft_status sizes(ctx *c, weft_config *cfg) {
             return weft_err_set(c->err, WEFT_ENOTSUP, "%s: value_length %lld differs from key_length %lld",
                                 c->g->source, (long long)vl, (long long)cfg->head_dim);
     }
-    if ((st = weft_gguf_get_float(c->g, akey(c, "attention.layer_norm_rms_epsilon"), &cfg->rms_norm_eps, c->err)))
+    if ((st = weft_gguf_get_float(c->g, akey(c, "attention.layer_norm_rms_epsilon"), &cfg->rms_norm_eps,
+                                  c->err)))
         return st;
     if (!(cfg->rms_norm_eps > 0))
         return weft_err_set(c->err, WEFT_EFORMAT, "%s: %s must be positive", c->g->source, c->key);
@@ -223,11 +237,13 @@ weft_status weft_gguf_config(const weft_gguf *g, weft_config *cfg, weft_err *err
     ctx c = {.g = g, .err = err};
     weft_status st = weft_gguf_get_str(g, "general.architecture", &c.arch, NULL, err);
     if (st) return st;
-    if (strcmp(c.arch, "llama") == 0) cfg->family = WEFT_FAMILY_LLAMA;
-    else if (strcmp(c.arch, "qwen3") == 0) cfg->family = WEFT_FAMILY_QWEN3;
+    if (strcmp(c.arch, "llama") == 0)
+        cfg->family = WEFT_FAMILY_LLAMA;
+    else if (strcmp(c.arch, "qwen3") == 0)
+        cfg->family = WEFT_FAMILY_QWEN3;
     else
-        return weft_err_set(err, WEFT_ENOTSUP, "%s: GGUF architecture '%s' is not supported (llama, qwen3)", g->source,
-                            c.arch);
+        return weft_err_set(err, WEFT_ENOTSUP, "%s: GGUF architecture '%s' is not supported (llama, qwen3)",
+                            g->source, c.arch);
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", c.arch);
     if ((st = sizes(&c, cfg))) return st;
     if ((st = vocab(&c, cfg))) return st;
@@ -238,20 +254,24 @@ weft_status weft_gguf_config(const weft_gguf *g, weft_config *cfg, weft_err *err
     r->partial_rotary_factor = 1.0;
     r->beta_fast = 32.0;
     r->beta_slow = 1.0;
-    r->adjacent_pairs = cfg->family == WEFT_FAMILY_LLAMA; /* GGUF llama Q/K rows are in pair order (§1.4, §10) */
-    if (has(&c, akey(&c, "rope.freq_base")) && (st = weft_gguf_get_float(g, c.key, &r->theta, err))) return st;
+    r->adjacent_pairs =
+        cfg->family == WEFT_FAMILY_LLAMA; /* GGUF llama Q/K rows are in pair order (§1.4, §10) */
+    if (has(&c, akey(&c, "rope.freq_base")) && (st = weft_gguf_get_float(g, c.key, &r->theta, err)))
+        return st;
     if (!(r->theta > 0)) return weft_err_set(err, WEFT_EFORMAT, "%s: %s must be positive", g->source, c.key);
     int64_t rope_dim = cfg->head_dim;
     if (has(&c, akey(&c, "rope.dimension_count")) && (st = positive(&c, c.key, &rope_dim))) return st;
     if (rope_dim > cfg->head_dim || rope_dim % 2)
-        return weft_err_set(err, WEFT_EFORMAT, "%s: rope.dimension_count %lld must be even and at most head_dim %lld",
-                            g->source, (long long)rope_dim, (long long)cfg->head_dim);
+        return weft_err_set(err, WEFT_EFORMAT,
+                            "%s: rope.dimension_count %lld must be even and at most head_dim %lld", g->source,
+                            (long long)rope_dim, (long long)cfg->head_dim);
     r->partial_rotary_factor = (double)rope_dim / (double)cfg->head_dim;
     if ((st = rope_scaling(&c, cfg))) return st;
     if ((st = rope_freqs(&c, cfg, rope_dim))) return st;
 
     if ((st = token_id(&c, "tokenizer.ggml.bos_token_id", cfg->vocab_size, &cfg->bos_token_id))) return st;
-    if ((st = token_id(&c, "tokenizer.ggml.padding_token_id", cfg->vocab_size, &cfg->pad_token_id))) return st;
+    if ((st = token_id(&c, "tokenizer.ggml.padding_token_id", cfg->vocab_size, &cfg->pad_token_id)))
+        return st;
     /* llama.cpp ends generation on EOS, EOT and EOM alike (llama_vocab_is_eog) */
     static const char *const EOG_KEYS[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
                                            "tokenizer.ggml.eom_token_id"};

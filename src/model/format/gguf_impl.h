@@ -9,24 +9,24 @@ typedef struct gguf_kv {
     const char *key;
     weft_gguf_type type;
     /* scalars (decoded at open) */
-    uint64_t u;       /* unsigned integer types and bool */
-    int64_t i;        /* signed integer types */
-    double f;         /* F32/F64 */
-    const char *str;  /* STRING: NUL-terminated copy */
-    uint64_t str_len; /* STRING: stored length */
+    uint64_t u;        /* unsigned integer types and bool */
+    int64_t i;         /* signed integer types */
+    double f;          /* F32/F64 */
+    const char *str;   /* STRING: NUL-terminated copy */
+    uint64_t str_len;  /* STRING: stored length */
     weft_gguf_arr arr; /* ARRAY */
 } gguf_kv;
 
 typedef struct gguf_chunk gguf_chunk; /* string arena block */
 
 struct weft_gguf {
-    char *source;          /* path or "<memory>" */
-    const uint8_t *base;   /* the file bytes */
+    char *source;        /* path or "<memory>" */
+    const uint8_t *base; /* the file bytes */
     size_t size;
-    void *map;             /* mmap owned by this handle, NULL when not owned (memory, or handed to a set) */
+    void *map; /* mmap owned by this handle, NULL when not owned (memory, or handed to a set) */
     size_t map_len;
-    bool file_backed;      /* opened from a file (mapping handed off or not) */
-    bool mapping_given;    /* weft_gguf_tensors took the mapping */
+    bool file_backed;   /* opened from a file (mapping handed off or not) */
+    bool mapping_given; /* weft_gguf_tensors took the mapping */
     uint32_t version;
     size_t alignment;
     size_t data_offset;
@@ -34,7 +34,7 @@ struct weft_gguf {
     size_t n_kv;
     weft_gguf_tensor_info *tensors;
     size_t n_tensors;
-    gguf_chunk *arena;     /* owned strings */
+    gguf_chunk *arena; /* owned strings */
 };
 
 /* Looks up a key; NULL when absent. */

@@ -9,8 +9,12 @@ const gguf_kv *weft_gguf_lookup(const weft_gguf *g, const char *key) {
     return NULL;
 }
 
-size_t weft_gguf_kv_count(const weft_gguf *g) { return g->n_kv; }
-const char *weft_gguf_kv_key(const weft_gguf *g, size_t i) { return i < g->n_kv ? g->kvs[i].key : NULL; }
+size_t weft_gguf_kv_count(const weft_gguf *g) {
+    return g->n_kv;
+}
+const char *weft_gguf_kv_key(const weft_gguf *g, size_t i) {
+    return i < g->n_kv ? g->kvs[i].key : NULL;
+}
 weft_gguf_type weft_gguf_kv_type(const weft_gguf *g, size_t i) {
     return i < g->n_kv ? g->kvs[i].type : WEFT_GGUF_TYPE_COUNT;
 }
@@ -26,7 +30,8 @@ const char *weft_gguf_arch(const weft_gguf *g) {
 }
 
 static bool is_unsigned(weft_gguf_type t) {
-    return t == WEFT_GGUF_U8 || t == WEFT_GGUF_U16 || t == WEFT_GGUF_U32 || t == WEFT_GGUF_U64 || t == WEFT_GGUF_BOOL;
+    return t == WEFT_GGUF_U8 || t == WEFT_GGUF_U16 || t == WEFT_GGUF_U32 || t == WEFT_GGUF_U64 ||
+           t == WEFT_GGUF_BOOL;
 }
 static bool is_signed(weft_gguf_type t) {
     return t == WEFT_GGUF_I8 || t == WEFT_GGUF_I16 || t == WEFT_GGUF_I32 || t == WEFT_GGUF_I64;
@@ -39,8 +44,8 @@ static weft_status find_kv(const weft_gguf *g, const char *key, const gguf_kv **
 }
 
 static weft_status mistyped(const weft_gguf *g, const gguf_kv *kv, const char *want, weft_err *err) {
-    return weft_err_set(err, WEFT_EFORMAT, "%s: metadata key '%s' has type %s, expected %s", g->source, kv->key,
-                        weft_gguf_type_name(kv->type), want);
+    return weft_err_set(err, WEFT_EFORMAT, "%s: metadata key '%s' has type %s, expected %s", g->source,
+                        kv->key, weft_gguf_type_name(kv->type), want);
 }
 
 weft_status weft_gguf_get_int(const weft_gguf *g, const char *key, int64_t *out, weft_err *err) {
@@ -63,10 +68,14 @@ weft_status weft_gguf_get_float(const weft_gguf *g, const char *key, double *out
     const gguf_kv *kv;
     weft_status st = find_kv(g, key, &kv, err);
     if (st) return st;
-    if (kv->type == WEFT_GGUF_F32 || kv->type == WEFT_GGUF_F64) *out = kv->f;
-    else if (is_signed(kv->type)) *out = (double)kv->i;
-    else if (is_unsigned(kv->type) && kv->type != WEFT_GGUF_BOOL) *out = (double)kv->u;
-    else return mistyped(g, kv, "a number", err);
+    if (kv->type == WEFT_GGUF_F32 || kv->type == WEFT_GGUF_F64)
+        *out = kv->f;
+    else if (is_signed(kv->type))
+        *out = (double)kv->i;
+    else if (is_unsigned(kv->type) && kv->type != WEFT_GGUF_BOOL)
+        *out = (double)kv->u;
+    else
+        return mistyped(g, kv, "a number", err);
     return WEFT_OK;
 }
 
@@ -79,7 +88,8 @@ weft_status weft_gguf_get_bool(const weft_gguf *g, const char *key, bool *out, w
     return WEFT_OK;
 }
 
-weft_status weft_gguf_get_str(const weft_gguf *g, const char *key, const char **out, size_t *len, weft_err *err) {
+weft_status weft_gguf_get_str(const weft_gguf *g, const char *key, const char **out, size_t *len,
+                              weft_err *err) {
     const gguf_kv *kv;
     weft_status st = find_kv(g, key, &kv, err);
     if (st) return st;
@@ -108,18 +118,27 @@ static uint64_t elem_bits(const weft_gguf_arr *a, uint64_t i, int n) {
 int64_t weft_gguf_arr_int(const weft_gguf_arr *a, uint64_t i) {
     if (i >= a->count || !a->data) return 0;
     switch (a->type) {
-    case WEFT_GGUF_U8: case WEFT_GGUF_BOOL: return (int64_t)elem_bits(a, i, 1);
-    case WEFT_GGUF_I8: return (int8_t)elem_bits(a, i, 1);
-    case WEFT_GGUF_U16: return (int64_t)elem_bits(a, i, 2);
-    case WEFT_GGUF_I16: return (int16_t)elem_bits(a, i, 2);
-    case WEFT_GGUF_U32: return (int64_t)elem_bits(a, i, 4);
-    case WEFT_GGUF_I32: return (int32_t)elem_bits(a, i, 4);
+    case WEFT_GGUF_U8:
+    case WEFT_GGUF_BOOL:
+        return (int64_t)elem_bits(a, i, 1);
+    case WEFT_GGUF_I8:
+        return (int8_t)elem_bits(a, i, 1);
+    case WEFT_GGUF_U16:
+        return (int64_t)elem_bits(a, i, 2);
+    case WEFT_GGUF_I16:
+        return (int16_t)elem_bits(a, i, 2);
+    case WEFT_GGUF_U32:
+        return (int64_t)elem_bits(a, i, 4);
+    case WEFT_GGUF_I32:
+        return (int32_t)elem_bits(a, i, 4);
     case WEFT_GGUF_U64: {
         uint64_t v = elem_bits(a, i, 8);
         return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
     }
-    case WEFT_GGUF_I64: return (int64_t)elem_bits(a, i, 8);
-    default: return 0;
+    case WEFT_GGUF_I64:
+        return (int64_t)elem_bits(a, i, 8);
+    default:
+        return 0;
     }
 }
 

@@ -9,10 +9,10 @@
 enum { ARCH_LLAMA = 1u, ARCH_QWEN3 = 2u };
 
 typedef struct name_rule {
-    const char *gguf;   /* stem without the .weight/.bias suffix */
-    const char *hf;     /* canonical stem */
-    unsigned archs;     /* archs where the stem exists */
-    unsigned bias;      /* archs where a .bias tensor may exist */
+    const char *gguf; /* stem without the .weight/.bias suffix */
+    const char *hf;   /* canonical stem */
+    unsigned archs;   /* archs where the stem exists */
+    unsigned bias;    /* archs where a .bias tensor may exist */
 } name_rule;
 
 #define BOTH (ARCH_LLAMA | ARCH_QWEN3)
@@ -68,13 +68,16 @@ static bool map_name(unsigned arch, const char *name, char *out, size_t cap, lon
     const char *dot = strrchr(rest, '.');
     if (!dot) return false;
     bool is_bias;
-    if (strcmp(dot, ".weight") == 0) is_bias = false;
-    else if (strcmp(dot, ".bias") == 0) is_bias = true;
-    else return false;
-    const name_rule *r = *layer >= 0 ? find_rule(BLOCK_RULES, sizeof BLOCK_RULES / sizeof *BLOCK_RULES, rest,
-                                                 (size_t)(dot - rest))
-                                     : find_rule(GLOBAL_RULES, sizeof GLOBAL_RULES / sizeof *GLOBAL_RULES, rest,
-                                                 (size_t)(dot - rest));
+    if (strcmp(dot, ".weight") == 0)
+        is_bias = false;
+    else if (strcmp(dot, ".bias") == 0)
+        is_bias = true;
+    else
+        return false;
+    const name_rule *r =
+        *layer >= 0
+            ? find_rule(BLOCK_RULES, sizeof BLOCK_RULES / sizeof *BLOCK_RULES, rest, (size_t)(dot - rest))
+            : find_rule(GLOBAL_RULES, sizeof GLOBAL_RULES / sizeof *GLOBAL_RULES, rest, (size_t)(dot - rest));
     if (!r || !(r->archs & arch) || (is_bias && !(r->bias & arch))) return false;
     int w = *layer >= 0 ? snprintf(out, cap, "model.layers.%ld.%s%s", *layer, r->hf, dot)
                         : snprintf(out, cap, "%s%s", r->hf, dot);
@@ -94,15 +97,19 @@ weft_status weft_gguf_canonical_name(const char *arch, const char *gguf_name, ch
     long layer;
     bool small;
     if (map_name(a, gguf_name, out, cap, &layer, &small)) return WEFT_OK;
-    if (small) return weft_err_set(err, WEFT_EINVAL, "tensor '%s': name buffer of %zu bytes too small", gguf_name, cap);
+    if (small)
+        return weft_err_set(err, WEFT_EINVAL, "tensor '%s': name buffer of %zu bytes too small", gguf_name,
+                            cap);
     return weft_err_set(err, WEFT_EFORMAT, "unknown tensor '%s' for architecture %s", gguf_name, arch);
 }
 
 weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err) {
     if (g->mapping_given)
-        return weft_err_set(err, WEFT_EINVAL, "%s: the file mapping was already handed to a tensor set", g->source);
+        return weft_err_set(err, WEFT_EINVAL, "%s: the file mapping was already handed to a tensor set",
+                            g->source);
     const char *arch = weft_gguf_arch(g);
-    if (!arch) return weft_err_set(err, WEFT_EFORMAT, "%s: missing string key 'general.architecture'", g->source);
+    if (!arch)
+        return weft_err_set(err, WEFT_EFORMAT, "%s: missing string key 'general.architecture'", g->source);
     unsigned a = arch_bit(arch);
     if (!a)
         return weft_err_set(err, WEFT_ENOTSUP, "%s: GGUF tensor names of architecture '%s' are not supported",
@@ -123,8 +130,8 @@ weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err)
             return weft_err_set(err, WEFT_EFORMAT, "%s: unknown tensor '%s' for architecture %s", g->source,
                                 ti->name, arch);
         if (layer >= 0 && n_layers >= 0 && layer >= n_layers)
-            return weft_err_set(err, WEFT_EFORMAT, "%s: tensor '%s' is past %s = %lld", g->source, ti->name, key,
-                                (long long)n_layers);
+            return weft_err_set(err, WEFT_EFORMAT, "%s: tensor '%s' is past %s = %lld", g->source, ti->name,
+                                key, (long long)n_layers);
         weft_tensor t = {0};
         t.name = name;
         t.dtype = ti->dtype;

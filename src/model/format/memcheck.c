@@ -25,7 +25,8 @@ size_t weft_mem_available(void) {
     return 0;
 }
 
-weft_status weft_check_memory_against(size_t need_bytes, size_t avail_bytes, const char *what, weft_err *err) {
+weft_status weft_check_memory_against(size_t need_bytes, size_t avail_bytes, const char *what,
+                                      weft_err *err) {
     if (avail_bytes == 0 || need_bytes <= avail_bytes) return WEFT_OK;
     return weft_err_set(err, WEFT_ENOMEM, "%s needs %.1f MiB but only %.1f MiB of memory is available",
                         what ? what : "the load", (double)need_bytes / 1048576.0,

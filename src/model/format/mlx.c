@@ -10,9 +10,13 @@
 
 /* ---- decoding ---- */
 
-static size_t scale_size(weft_dtype t) { return t == WEFT_DT_F32 ? 4 : 2; }
+static size_t scale_size(weft_dtype t) {
+    return t == WEFT_DT_F32 ? 4 : 2;
+}
 
-size_t weft_mlx_row_bytes(const weft_tensor *t) { return (size_t)weft_tensor_cols(t) * (size_t)t->bits / 8; }
+size_t weft_mlx_row_bytes(const weft_tensor *t) {
+    return (size_t)weft_tensor_cols(t) * (size_t)t->bits / 8;
+}
 
 size_t weft_mlx_scale_row_bytes(const weft_tensor *t) {
     return (size_t)(weft_tensor_cols(t) / t->group_size) * scale_size(t->scale_dtype);
@@ -140,7 +144,8 @@ weft_status weft_canonicalize_names(weft_tensor_set *set, weft_err *err) {
         const char *to = weft_canonical_name(names[i], buf, cap);
         if (to && to != names[i]) {
             if (weft_tensor_set_get(set, to)) {
-                st = weft_err_set(err, WEFT_EFORMAT, "tensor %s renames to %s, which already exists", names[i], to);
+                st = weft_err_set(err, WEFT_EFORMAT, "tensor %s renames to %s, which already exists",
+                                  names[i], to);
             } else {
                 weft_tensor t = *weft_tensor_set_get(set, names[i]);
                 weft_tensor_set_remove(set, names[i]);
@@ -167,8 +172,7 @@ static weft_status get_int(json_t *obj, const char *key, const char *where, int 
                            weft_err *err) {
     json_t *v = json_object_get(obj, key);
     if (!v) {
-        if (required)
-            return weft_err_set(err, WEFT_EFORMAT, "config.json: %s has no %s", where, key);
+        if (required) return weft_err_set(err, WEFT_EFORMAT, "config.json: %s has no %s", where, key);
         *out = def;
         return WEFT_OK;
     }
@@ -181,10 +185,11 @@ static weft_status get_int(json_t *obj, const char *key, const char *where, int 
 static weft_status check_mode(json_t *obj, const char *where, weft_err *err) {
     json_t *m = json_object_get(obj, "mode");
     if (!m || json_is_null(m)) return WEFT_OK;
-    if (!json_is_string(m)) return weft_err_set(err, WEFT_EFORMAT, "config.json: %s.mode is not a string", where);
+    if (!json_is_string(m))
+        return weft_err_set(err, WEFT_EFORMAT, "config.json: %s.mode is not a string", where);
     if (strcmp(json_string_value(m), "affine") != 0)
-        return weft_err_set(err, WEFT_ENOTSUP, "config.json: %s.mode \"%s\" is not supported (only affine)", where,
-                            json_string_value(m));
+        return weft_err_set(err, WEFT_ENOTSUP, "config.json: %s.mode \"%s\" is not supported (only affine)",
+                            where, json_string_value(m));
     return WEFT_OK;
 }
 
@@ -245,25 +250,28 @@ static weft_status module_params(const weft_tensor_set *set, json_t *q, const ch
             if (st) return st;
         }
     } else {
-        return weft_err_set(err, WEFT_EFORMAT, "config.json: %s[\"%s\"] is neither a bool nor an object", qname,
-                            path);
+        return weft_err_set(err, WEFT_EFORMAT, "config.json: %s[\"%s\"] is neither a bool nor an object",
+                            qname, path);
     }
     if (!p->quant && has_suffix_tensor(set, path, ".scales"))
-        return weft_err_set(err, WEFT_EFORMAT, "%s: config.json says it is not quantized, but %s.scales exists",
-                            path, path);
+        return weft_err_set(err, WEFT_EFORMAT,
+                            "%s: config.json says it is not quantized, but %s.scales exists", path, path);
     return WEFT_OK;
 }
 
-static bool float_dtype(weft_dtype t) { return t == WEFT_DT_F32 || t == WEFT_DT_F16 || t == WEFT_DT_BF16; }
+static bool float_dtype(weft_dtype t) {
+    return t == WEFT_DT_F32 || t == WEFT_DT_F16 || t == WEFT_DT_BF16;
+}
 
 /* Folds P.weight + P.scales + P.biases with parameters p. */
 static weft_status fold_one(weft_tensor_set *set, const char *path, const qparams *p, char *nbuf, size_t ncap,
                             weft_err *err) {
     if (p->bits < 2 || p->bits > 8 || p->bits == 7)
-        return weft_err_set(err, WEFT_ENOTSUP, "%s: %d-bit MLX quantization is not supported (2,3,4,5,6,8)", path,
-                            p->bits);
+        return weft_err_set(err, WEFT_ENOTSUP, "%s: %d-bit MLX quantization is not supported (2,3,4,5,6,8)",
+                            path, p->bits);
     if (p->gs != 32 && p->gs != 64 && p->gs != 128)
-        return weft_err_set(err, WEFT_ENOTSUP, "%s: MLX group size %d is not supported (32, 64, 128)", path, p->gs);
+        return weft_err_set(err, WEFT_ENOTSUP, "%s: MLX group size %d is not supported (32, 64, 128)", path,
+                            p->gs);
     snprintf(nbuf, ncap, "%s.weight", path);
     const weft_tensor *w = weft_tensor_set_get(set, nbuf);
     snprintf(nbuf, ncap, "%s.scales", path);
@@ -271,14 +279,14 @@ static weft_status fold_one(weft_tensor_set *set, const char *path, const qparam
     snprintf(nbuf, ncap, "%s.biases", path);
     const weft_tensor *b = weft_tensor_set_get(set, nbuf);
     if (!s || !b)
-        return weft_err_set(err, WEFT_EFORMAT, "%s: quantized per config.json but %s.%s is missing", path, path,
-                            s ? "biases" : "scales");
+        return weft_err_set(err, WEFT_EFORMAT, "%s: quantized per config.json but %s.%s is missing", path,
+                            path, s ? "biases" : "scales");
     if (w->dtype != WEFT_DT_U32)
-        return weft_err_set(err, WEFT_EFORMAT, "%s.weight: quantized weights must be U32 words, found %s", path,
-                            weft_dtype_get(w->dtype)->name);
+        return weft_err_set(err, WEFT_EFORMAT, "%s.weight: quantized weights must be U32 words, found %s",
+                            path, weft_dtype_get(w->dtype)->name);
     if (!float_dtype(s->dtype) || s->dtype != b->dtype)
-        return weft_err_set(err, WEFT_EFORMAT, "%s: scales (%s) and biases (%s) must share one float dtype", path,
-                            weft_dtype_get(s->dtype)->name, weft_dtype_get(b->dtype)->name);
+        return weft_err_set(err, WEFT_EFORMAT, "%s: scales (%s) and biases (%s) must share one float dtype",
+                            path, weft_dtype_get(s->dtype)->name, weft_dtype_get(b->dtype)->name);
     bool same = w->ndim >= 2 && s->ndim == w->ndim && b->ndim == w->ndim;
     for (int i = 0; same && i < w->ndim; i++) {
         if (s->shape[i] != b->shape[i]) same = false;
@@ -288,11 +296,12 @@ static weft_status fold_one(weft_tensor_set *set, const char *path, const qparam
         return weft_err_set(err, WEFT_EFORMAT, "%s: shapes of weight, scales and biases do not match", path);
     int64_t words = weft_tensor_cols(w), scols = weft_tensor_cols(s), in = scols * p->gs;
     if (words <= 0 || scols <= 0 || words * 32 != (int64_t)p->bits * in)
-        return weft_err_set(err, WEFT_EFORMAT,
-                            "%s: config.json says bits=%d group_size=%d, but %lld words and %lld groups per row "
-                            "imply %.3g bits",
-                            path, p->bits, p->gs, (long long)words, (long long)scols,
-                            in > 0 ? 32.0 * (double)words / (double)in : 0.0);
+        return weft_err_set(
+            err, WEFT_EFORMAT,
+            "%s: config.json says bits=%d group_size=%d, but %lld words and %lld groups per row "
+            "imply %.3g bits",
+            path, p->bits, p->gs, (long long)words, (long long)scols,
+            in > 0 ? 32.0 * (double)words / (double)in : 0.0);
     weft_tensor f = *w;
     f.dtype = WEFT_DT_MLX_AFFINE;
     f.shape[f.ndim - 1] = in;
@@ -336,7 +345,9 @@ weft_status weft_mlx_fold(weft_tensor_set *set, const char *config_json, weft_ml
     if (!summary) summary = &local;
     memset(summary, 0, sizeof *summary);
     json_error_t jerr;
-    json_t *root = json_loads(config_json, 0, &jerr);
+    char *fixed = weft_json_nonfinite_dup(config_json); /* Nemotron-H configs may carry bare Infinity */
+    json_t *root = json_loads(fixed ? fixed : config_json, 0, &jerr);
+    free(fixed);
     if (!root || !json_is_object(root)) {
         json_decref(root);
         return weft_err_set(err, WEFT_EFORMAT, "config.json: not a valid JSON object: %s (line %d)",
@@ -359,7 +370,8 @@ weft_status weft_mlx_fold(weft_tensor_set *set, const char *config_json, weft_ml
     }
     json_t *qm = json_object_get(q, "quant_method");
     if (legacy && qm) {
-        st = weft_err_set(err, WEFT_ENOTSUP, "config.json: quantization_config.quant_method \"%s\" is not supported",
+        st = weft_err_set(err, WEFT_ENOTSUP,
+                          "config.json: quantization_config.quant_method \"%s\" is not supported",
                           json_is_string(qm) ? json_string_value(qm) : "?");
         goto done;
     }

@@ -1,7 +1,7 @@
 /* safetensors reader (docs families-and-formats §6.1): one file, or a checkpoint directory (sharded through
- * model.safetensors.index.json, or model*.safetensors). Files are mmap'd read-only and the mapping is owned by
- * the tensor set; every header field is validated before a tensor is added, so nothing a file says can make a
- * later reader step outside the mapping. */
+ * model.safetensors.index.json, or model*.safetensors). Files are mmap'd read-only and the mapping is owned
+ * by the tensor set; every header field is validated before a tensor is added, so nothing a file says can
+ * make a later reader step outside the mapping. */
 #include "weft/safetensors.h"
 
 #include <dirent.h>
@@ -112,13 +112,13 @@ static weft_status parse_entry(const char *path, const char *name, json_t *v, ui
     uint64_t want = numel * (uint64_t)size; /* numel ≤ 2^62 and size ≤ 8: no overflow */
     if (e->end - e->begin != want)
         return weft_err_set(err, WEFT_EFORMAT,
-                            "%s: tensor %s: data_offsets span %llu bytes but %s × %llu elements need %llu", path,
-                            name, (unsigned long long)(e->end - e->begin), ds, (unsigned long long)numel,
-                            (unsigned long long)want);
+                            "%s: tensor %s: data_offsets span %llu bytes but %s × %llu elements need %llu",
+                            path, name, (unsigned long long)(e->end - e->begin), ds,
+                            (unsigned long long)numel, (unsigned long long)want);
     if (e->end > data_len)
         return weft_err_set(err, WEFT_EFORMAT,
-                            "%s: tensor %s: data_offsets end %llu is past the data section (%llu bytes)", path,
-                            name, (unsigned long long)e->end, (unsigned long long)data_len);
+                            "%s: tensor %s: data_offsets end %llu is past the data section (%llu bytes)",
+                            path, name, (unsigned long long)e->end, (unsigned long long)data_len);
     e->name = name;
     return WEFT_OK;
 }
@@ -153,9 +153,12 @@ static weft_status add_header(const char *path, json_t *root, const uint8_t *dat
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v) {
-        if (strcmp(k, "__metadata__") == 0) st = parse_metadata(path, v, is_mlx, err);
-        else if (!*k) st = weft_err_set(err, WEFT_EFORMAT, "%s: a tensor has an empty name", path);
-        else st = parse_entry(path, k, v, data_len, &ents[ne++], err);
+        if (strcmp(k, "__metadata__") == 0)
+            st = parse_metadata(path, v, is_mlx, err);
+        else if (!*k)
+            st = weft_err_set(err, WEFT_EFORMAT, "%s: a tensor has an empty name", path);
+        else
+            st = parse_entry(path, k, v, data_len, &ents[ne++], err);
         if (st) goto done;
     }
     /* overlaps: sorted by begin, each non-empty range must start at or after the furthest end so far */
@@ -183,7 +186,8 @@ static weft_status add_header(const char *path, json_t *root, const uint8_t *dat
         st = weft_tensor_set_add(set, &t, err);
         if (st) {
             weft_err_set(err, st, "%s: tensor %s: %s", path, ents[i].name,
-                         st == WEFT_EFORMAT ? "name already loaded from another file" : "cannot add to the set");
+                         st == WEFT_EFORMAT ? "name already loaded from another file"
+                                            : "cannot add to the set");
             goto done;
         }
     }
@@ -218,16 +222,19 @@ weft_status weft_safetensors_load_file(const char *path, weft_tensor_set *set, b
         return weft_err_set(err, WEFT_EFORMAT, "%s: header length %llu exceeds the %u-byte cap", path,
                             (unsigned long long)hlen, WEFT_SAFETENSORS_MAX_HEADER);
     if (hlen > size - 8)
-        return weft_err_set(err, WEFT_EFORMAT, "%s: header length %llu runs past the end of the file (%llu bytes)",
-                            path, (unsigned long long)hlen, (unsigned long long)size);
+        return weft_err_set(err, WEFT_EFORMAT,
+                            "%s: header length %llu runs past the end of the file (%llu bytes)", path,
+                            (unsigned long long)hlen, (unsigned long long)size);
     json_error_t jerr;
     json_t *root = json_loadb((const char *)base + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return weft_err_set(err, WEFT_EFORMAT, "%s: header is not valid JSON: %s (line %d, column %d)", path,
                             jerr.text, jerr.line, jerr.column);
     weft_status st;
-    if (!json_is_object(root)) st = weft_err_set(err, WEFT_EFORMAT, "%s: header is not a JSON object", path);
-    else st = add_header(path, root, base + 8 + hlen, size - 8 - hlen, set, is_mlx, err);
+    if (!json_is_object(root))
+        st = weft_err_set(err, WEFT_EFORMAT, "%s: header is not a JSON object", path);
+    else
+        st = add_header(path, root, base + 8 + hlen, size - 8 - hlen, set, is_mlx, err);
     json_decref(root);
     return st;
 }
@@ -241,7 +248,9 @@ static char *join_path(const char *dir, const char *name) {
     return p;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static bool is_file(const char *path) {
     struct stat sb;
@@ -255,8 +264,8 @@ static weft_status load_shard(const char *dir, const char *shard, json_t *wmap, 
     if (!path) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
     if (!is_file(path)) {
         weft_status st =
-            weft_err_set(err, WEFT_EFORMAT, "%s: weight_map names shard %s, which is missing (%s)", index_path,
-                         shard, path);
+            weft_err_set(err, WEFT_EFORMAT, "%s: weight_map names shard %s, which is missing (%s)",
+                         index_path, shard, path);
         free(path);
         return st;
     }
@@ -268,8 +277,8 @@ static weft_status load_shard(const char *dir, const char *shard, json_t *wmap, 
             const char *name = weft_tensor_set_at(set, i)->name;
             const char *want = json_string_value(json_object_get(wmap, name));
             if (!want)
-                st = weft_err_set(err, WEFT_EFORMAT, "%s: tensor %s is in shard %s but not in weight_map", index_path,
-                                  name, shard);
+                st = weft_err_set(err, WEFT_EFORMAT, "%s: tensor %s is in shard %s but not in weight_map",
+                                  index_path, name, shard);
             else if (strcmp(want, shard) != 0)
                 st = weft_err_set(err, WEFT_EFORMAT, "%s: tensor %s is in shard %s but weight_map says %s",
                                   index_path, name, shard, want);
@@ -398,8 +407,10 @@ weft_status weft_safetensors_load_dir(const char *dir, weft_tensor_set *set, wef
         if (!st && n == 0) st = weft_err_set(err, WEFT_EIO, "%s: no .safetensors file in the directory", dir);
         for (size_t i = 0; i < n && !st; i++) {
             char *p = join_path(dir, files[i]);
-            if (!p) st = weft_err_set(err, WEFT_ENOMEM, "out of memory");
-            else st = weft_safetensors_load_file(p, set, &info->is_mlx, err);
+            if (!p)
+                st = weft_err_set(err, WEFT_ENOMEM, "out of memory");
+            else
+                st = weft_safetensors_load_file(p, set, &info->is_mlx, err);
             if (!st) info->n_files++;
             free(p);
         }
@@ -444,8 +455,8 @@ static weft_status read_text(const char *path, char **out, weft_err *err) {
     return WEFT_OK;
 }
 
-weft_status weft_safetensors_load_checkpoint(const char *dir, weft_tensor_set *set, weft_checkpoint_info *info,
-                                             weft_err *err) {
+weft_status weft_safetensors_load_checkpoint(const char *dir, weft_tensor_set *set,
+                                             weft_checkpoint_info *info, weft_err *err) {
     weft_checkpoint_info local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);

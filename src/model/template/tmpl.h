@@ -269,6 +269,14 @@ int tmpl_call_method(trender *r, const tmethod *m, const targs *a, tv *out);
 int tmpl_call_func(trender *r, int fn, const targs *a, tv *out);
 int tmpl_global_id(const char *name, size_t n); /* builtin global function id or -1 */
 bool tmpl_has_method(int type, const char *name, size_t n);
+/* String helpers with Python str semantics (code-point based). */
+enum { CASE_UPPER, CASE_LOWER, CASE_TITLE, CASE_CAPITALIZE, CASE_JTITLE /* jinja2's |title */ };
+int tmpl_str_case(trender *r, const tv *s, int mode, tv *out);
+/* which: 1 = lstrip, 2 = rstrip, 3 = strip; chars NULL/None = whitespace */
+int tmpl_str_strip(trender *r, const tv *s, const tv *chars, int which, tv *out);
+int tmpl_str_replace(trender *r, const tv *s, const tv *old, const tv *rep, int64_t count, tv *out);
+int tmpl_str_split(trender *r, const tv *s, const tv *sep, int64_t maxsplit, bool right, tv *out);
+int tmpl_str_method(trender *r, const tv *self, const char *name, const targs *a, tv *out);
 /* Attribute of a loop / cycler object. */
 int tmpl_loop_attr(trender *r, const tv *obj, const char *name, size_t n, tv *out);
 /* Argument helper: positional i or keyword `name`; NULL when absent. */
@@ -277,6 +285,12 @@ int targs_check(trender *r, const targs *a, size_t maxpos, const char *const *al
 
 /* ---------------------------------------------------------------- evaluation (eval.c, exec.c) */
 int tmpl_eval(trender *r, const tnode *e, tv *out);
+/* Applies a filter chain whose innermost input is `base` (set blocks, filter blocks). */
+int tmpl_eval_filter_chain(trender *r, const tnode *chain, const tv *base, tv *out);
+/* Python printf-style formatting: fmt % args (args: a tuple, a dict for %(name)s, or one value). */
+int tmpl_percent_format(trender *r, const tv *fmt, const tv *args, tv *out);
+/* markupsafe.escape: & < > " ' -> entities; the result is Markup (TVF_SAFE). Safe input is returned as is. */
+tv tmpl_html_escape(trender *r, const tv *s);
 /* jinja2 environment.getattr / getitem. */
 int tmpl_getattr(trender *r, const tv *obj, const char *name, size_t n, tv *out);
 int tmpl_getitem(trender *r, const tv *obj, const tv *key, tv *out);

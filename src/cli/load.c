@@ -1,0 +1,65 @@
+/* Loading the model named on the command line (or the embedded stories260K), with a progress bar on a TTY
+ * while the weight pages are read in. */
+#include "load.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern const unsigned char weft_embedded_gguf[];
+extern const unsigned char weft_embedded_gguf_end[];
+
+/* Touches every page of every tensor so that the first request does not pay for page faults; shows progress. */
+static void prefault(const weft_model *m) {
+    bool tty = isatty(STDERR_FILENO) && !getenv("WEFT_NO_LIVE");
+    size_t total = m->weights_bytes, done = 0, next_draw = 0;
+    volatile unsigned char sink = 0;
+    for (size_t i = 0; i < weft_tensor_set_count(m->tensors); i++) {
+        const weft_tensor *t = weft_tensor_set_at(m->tensors, i);
+        for (size_t off = 0; off < t->nbytes; off += 4096) sink ^= t->data[off];
+        done += t->nbytes;
+        if (tty && total && (done >= next_draw || done == total)) {
+            int pct = (int)(100.0 * (double)done / (double)total), w = pct / 4;
+            fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%", w, "#########################", 25 - w, "", pct);
+            next_draw = done + total / 50;
+        }
+    }
+    (void)sink;
+    if (tty) fprintf(stderr, "\r\033[K");
+}
+
+int cli_load_model(const cli_options *o, weft_model **out) {
+    weft_err err = {0};
+    weft_status st;
+    if (o->model)
+        st = weft_model_load(o->model, out, &err);
+    else
+        st = weft_model_load_gguf_memory("stories260K", weft_embedded_gguf,
+                                         (size_t)(weft_embedded_gguf_end - weft_embedded_gguf), out, &err);
+    if (st) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        return 2;
+    }
+    prefault(*out);
+    return 0;
+}
+
+int cli_threads(const cli_options *o) {
+    if (o->threads > 0) return o->threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s) {
+    weft_sampling_defaults(s);
+    const weft_config *c = &m->cfg;
+    if (c->has_temperature) s->temperature = c->temperature;
+    if (c->has_top_p) s->top_p = c->top_p;
+    if (c->has_top_k) s->top_k = c->top_k;
+    if (c->has_min_p) s->min_p = c->min_p;
+    if (o->has_temperature) s->temperature = o->temperature;
+    if (o->has_top_p) s->top_p = o->top_p;
+    if (o->has_top_k) s->top_k = o->top_k;
+    if (o->has_min_p) s->min_p = o->min_p;
+}

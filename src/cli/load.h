@@ -1,0 +1,15 @@
+/* load.h — helpers shared by the commands that run a model. */
+#ifndef WEFT_CLI_LOAD_H
+#define WEFT_CLI_LOAD_H
+
+#include "cli.h"
+#include "weft/model.h"
+#include "weft/sampler.h"
+
+/* Loads o->model or the embedded stories260K; prints the error and returns 2 on failure. */
+int cli_load_model(const cli_options *o, weft_model **out);
+int cli_threads(const cli_options *o);
+/* Sampling defaults: generation_config, then command-line flags. */
+void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s);
+
+#endif

@@ -1,0 +1,129 @@
+"""`weft run` end to end: the embedded stories260K and the stories260K GGUF files against llama.cpp's goldens
+(issue A), exit codes and one-line errors for missing and corrupt models (SPEC §2)."""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+WEFT = os.environ.get("WEFT_BIN", str(ROOT / "build-test" / "weft"))
+STORIES = DATA / "stories260K"
+
+
+def run(*args, check=True, timeout=120):
+    p = subprocess.run([WEFT, *args], capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"weft {' '.join(args)} exited {p.returncode}: {p.stderr}")
+    return p
+
+
+GOLDENS = [
+    ("stories260K.gguf", "golden_llamacpp.json"),
+    ("stories260K-f16.gguf", "golden_llamacpp_f16.json"),
+    ("stories260K-q8_0.gguf", "golden_llamacpp_q8_0.json"),
+    ("stories260K-q4_0.gguf", "golden_llamacpp_q4_0.json"),
+]
+
+
+@pytest.mark.parametrize("gguf,golden", GOLDENS)
+def test_stories_greedy_ids_match_llamacpp(gguf, golden, tmp_path):
+    g = json.loads((STORIES / golden).read_text())
+    for entry in g["generations"]:
+        ids = ",".join(str(i) for i in entry["prompt_ids_with_bos"])
+        report = tmp_path / "r.json"
+        run(str(STORIES / gguf), "--tokens", ids, "--max-tokens", "32", "--temperature", "0", "--ignore-eos",
+            "--report", str(report))
+        r = json.loads(report.read_text())
+        assert r["token_ids"] == entry["completion_ids_first32"], entry["prompt"]
+        assert r["prompt_ids"] == entry["prompt_ids_with_bos"]
+
+
+@pytest.mark.parametrize("gguf,golden", GOLDENS)
+def test_stories_prompt_text_matches_completion(gguf, golden):
+    g = json.loads((STORIES / golden).read_text())
+    entry = g["generations"][0]
+    p = run(str(STORIES / gguf), "--prompt", entry["prompt"], "--temperature", "0")
+    # llama.cpp's completion call tokenizes the prompt itself: weft's text must begin with its 64 tokens.
+    assert p.stdout.startswith(entry["completion"]), (p.stdout[:200], entry["completion"][:200])
+
+
+def test_embedded_model_runs_without_arguments(tmp_path):
+    p = subprocess.run([WEFT, "run", "--prompt", "Once upon a time", "--temperature", "0", "--max-tokens", "16"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(", there was a little girl named Lily")
+    assert "token_sha" in p.stderr
+
+
+def test_report_fields(tmp_path):
+    report = tmp_path / "r.json"
+    run("run", "--prompt", "Lily and Ben", "--temperature", "0.8", "--seed", "7", "--max-tokens", "8",
+        "--report", str(report))
+    r = json.loads(report.read_text())
+    for key in ("prompt_ids", "token_ids", "token_sha", "text", "finish_reason", "timings", "sampling"):
+        assert key in r
+    assert len(r["token_sha"]) == 12 and len(r["token_ids"]) == 8 and r["finish_reason"] == "length"
+    # same seed, same tokens
+    report2 = tmp_path / "r2.json"
+    run("run", "--prompt", "Lily and Ben", "--temperature", "0.8", "--seed", "7", "--max-tokens", "8",
+        "--report", str(report2))
+    assert json.loads(report2.read_text())["token_ids"] == r["token_ids"]
+
+
+def test_missing_model_is_one_line_exit_2(tmp_path):
+    p = run("run", str(tmp_path / "nope.gguf"), "--prompt", "x", check=False)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "nope.gguf" in p.stderr
+
+
+def _corrupt(tmp_path, name, mutate):
+    src = (STORIES / "stories260K.gguf").read_bytes()
+    path = tmp_path / name
+    path.write_bytes(mutate(bytearray(src)))
+    return path
+
+
+@pytest.mark.parametrize("name,mutate", [
+    ("truncated.gguf", lambda b: b[: len(b) // 2]),
+    ("header.gguf", lambda b: b[:20]),
+    ("magic.gguf", lambda b: b"XXXX" + b[4:]),
+    ("version.gguf", lambda b: b[:4] + (99).to_bytes(4, "little") + b[8:]),
+    ("counts.gguf", lambda b: b[:8] + (1 << 40).to_bytes(8, "little") + b[16:]),
+])
+def test_corrupt_gguf_is_named_error_exit_2(tmp_path, name, mutate):
+    path = _corrupt(tmp_path, name, mutate)
+    p = run("run", str(path), "--prompt", "x", check=False)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("weft: ") and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_corrupt_safetensors_dir_exit_2(tmp_path):
+    src = DATA / "fixtures" / "llama"
+    d = tmp_path / "m"
+    shutil.copytree(src, d)
+    st = (d / "model.safetensors").read_bytes()
+    (d / "model.safetensors").write_bytes(st[: len(st) - 1000])
+    p = run("info", str(d), check=False)
+    assert p.returncode == 2 and p.stderr.startswith("weft: ")
+    (d / "model.safetensors").write_bytes(st)
+    cfg = json.loads((d / "config.json").read_text())
+    del cfg["hidden_size"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    p = run("info", str(d), check=False)
+    assert p.returncode == 2 and "hidden_size" in p.stderr
+
+
+def test_capabilities_json():
+    caps = json.loads(run("capabilities", "--json").stdout)
+    assert caps["schema"] == 1 and "cpu" in caps["backends"]
+    assert "--port" in caps["serve"]["flags"] and "llama" in caps["families"]
+
+
+def test_help_on_every_command():
+    for cmd in ("serve", "run", "info", "capabilities", "bench"):
+        p = run(cmd, "--help")
+        assert p.stdout.startswith(f"usage: weft {cmd}")
