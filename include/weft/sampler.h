@@ -1,5 +1,6 @@
-/* weft/sampler.h — keyed sampling exactly as SPEC §5 (bit-exact; reference ../shared/tools/sampler_reference.py).
- * The struct definitions here are shared by the lane core and backends; functions are documented below. */
+/* weft/sampler.h — keyed sampling exactly as SPEC §5 (bit-exact; reference
+ * ../shared/tools/sampler_reference.py). The struct definitions here are shared by the lane core and
+ * backends; functions are documented below. */
 #ifndef WEFT_SAMPLER_H
 #define WEFT_SAMPLER_H
 
@@ -19,17 +20,17 @@ typedef struct weft_logit_bias {
 /* One stream's sampling settings (SPEC §5.1). Defaults: temperature 1, top_p 1, top_k 0, min_p 0, penalties
  * 0/0/1, no bias. */
 typedef struct weft_sampling {
-    double temperature;        /* 0 = greedy (argmax, ties to lowest id) */
-    int top_k;                 /* 0 = all */
-    double top_p;              /* 1 = off */
-    double min_p;              /* 0 = off */
+    double temperature; /* 0 = greedy (argmax, ties to lowest id) */
+    int top_k;          /* 0 = all */
+    double top_p;       /* 1 = off */
+    double min_p;       /* 0 = off */
     double presence_penalty;
     double frequency_penalty;
-    double repetition_penalty; /* 1 = off */
+    double repetition_penalty;         /* 1 = off */
     const weft_logit_bias *logit_bias; /* [n_logit_bias], owned by the request */
     int n_logit_bias;
-    uint64_t seed;             /* effective seed (request seed, or derived from the prompt, §5.3) */
-    int logprobs;              /* -1: none; 0..20: the drawn token's logprob plus this many top entries */
+    uint64_t seed; /* effective seed (request seed, or derived from the prompt, §5.3) */
+    int logprobs;  /* -1: none; 0..20: the drawn token's logprob plus this many top entries */
 } weft_sampling;
 
 /* Log-probabilities of one drawn row (log-softmax of the raw logits, fp32, §5.1). */
@@ -43,7 +44,8 @@ typedef struct weft_logprobs {
 
 /* ---- SPEC §5.2 keyed-draw primitives (pure functions, u64 wrapping arithmetic) ---- */
 
-/* splitmix64 finaliser: x ^= x>>30; x *= 0xBF58476D1CE4E5B9; x ^= x>>27; x *= 0x94D049BB133111EB; x ^= x>>31. */
+/* splitmix64 finaliser:
+ * x ^= x>>30; x *= 0xBF58476D1CE4E5B9; x ^= x>>27; x *= 0x94D049BB133111EB; x ^= x>>31. */
 uint64_t weft_mix(uint64_t x);
 
 /* key(seed, pos, id) = mix(mix(mix(seed + 0x9E3779B97F4A7C15) ^ (pos * 0xD1B54A32D192ED03)) ^ id).
@@ -58,18 +60,19 @@ double weft_gumbel(double u);
 
 /* ---- SPEC §5.3 / §5.4: seeds and token_sha (SHA-256 through OpenSSL) ---- */
 
-/* Seed of a request without "seed": first 8 bytes (little endian) of SHA-256 over the ids in decimal joined by
- * ",", then "|" and salt (NULL = "0"), masked to 63 bits. ids: [n] (NULL allowed when n == 0).
- * Returns 0 only if OpenSSL cannot allocate its digest context (out of memory; no valid seed is 0 with
- * probability 2^-63, callers needing certainty use weft_sha256_ids). */
+/* Seed of a request without "seed": first 8 bytes (little endian) of SHA-256 over the ids in decimal joined
+ * by ",", then "|" and salt (NULL = "0"), masked to 63 bits. ids: [n] (NULL allowed when n == 0).
+ * Returns 0 if OpenSSL cannot allocate its digest context (out of memory). A real seed is 0 with
+ * probability 2^-63; callers that must tell the two apart use weft_sha256_ids, which returns a status. */
 uint64_t weft_seed_from_prompt(const int32_t *ids, size_t n, const char *salt);
 
-/* token_sha of a reply: the lowercase hex of the first 6 bytes of SHA-256 over the ids in decimal joined by ","
- * (no spaces, no brackets). out: 12 hex digits + NUL; "" if OpenSSL cannot allocate (out of memory). */
+/* token_sha of a reply: the lowercase hex of the first 6 bytes of SHA-256 over the ids in decimal joined by
+ * "," (no spaces, no brackets). out: 12 hex digits + NUL; "" if OpenSSL cannot allocate (out of memory). */
 void weft_token_sha(const int32_t *ids, size_t n, char out[13]);
 
 /* SHA-256 of the ids in decimal joined by ",", followed by suffix (NULL = nothing). out: 32 bytes.
- * WEFT_ENOMEM / WEFT_EINTERNAL (err says which OpenSSL call) on failure. Both helpers above use it. */
+ * WEFT_EINVAL for ids NULL with n > 0; WEFT_ENOMEM / WEFT_EINTERNAL (err names the OpenSSL call) on failure.
+ * weft_seed_from_prompt(ids, n, salt) is this over suffix "|" + salt; weft_token_sha over no suffix. */
 weft_status weft_sha256_ids(const int32_t *ids, size_t n, const char *suffix, uint8_t out[32], weft_err *err);
 
 /* ---- settings ---- */
@@ -87,8 +90,10 @@ weft_status weft_sampling_validate(const weft_sampling *p, int64_t vocab, weft_e
 
 /* ---- the sampler ---- */
 
-/* Per stream slot (or per engine thread) sampling state: scratch sized by the vocabulary (about 37 bytes per
- * id: 5.6 MB at 151,936) so that weft_sample allocates nothing. Not thread-safe: one sampler per thread. */
+/* Per stream slot (or per engine thread) sampling state: scratch sized by the vocabulary (33 bytes per id
+ * plus 11 KB: 5.0 MB at 151,936) so that weft_sample allocates nothing. Not thread-safe: one sampler per
+ * thread. A draw never depends on what the sampler drew before (the scratch is rewritten or reset every
+ * call). */
 typedef struct weft_sampler weft_sampler;
 
 /* vocab: 1 .. INT32_MAX. Returns NULL if vocab is out of range or memory is short. */
@@ -105,15 +110,19 @@ int64_t weft_sampler_vocab(const weft_sampler *s);
  *           generated (drafts before this row included). Read only when a penalty is active (presence or
  *           frequency != 0: generated ids; repetition != 1: all ids); may be NULL otherwise.
  *   pos     position of the token being drawn (the key position, §5.2), >= n_prompt.
- *   lp      NULL, or filled with the drawn token's logprob and min(max(p->logprobs, 0), 20, vocab) top entries
- *           (see weft_logprobs_fill).
+ *   lp      NULL, or filled with the drawn token's logprob and min(max(p->logprobs, 0), 20, vocab) top
+ *           entries (see weft_logprobs_fill).
+ *
  * A NaN logit (after bias and penalties) counts as -inf; the reference leaves NaN undefined.
  * Returns the token id (>= 0), or -1 on bad input (NULL arguments, pos/n_prompt out of order, a seq or
  * logit_bias id outside the vocabulary, NaN temperature); then weft_sampler_error says what.
- * Cost: O(vocab + pos) plus a radix sort of the candidates within 41 (in l units) of the best; with top_k > 0 a
- * radix selection first keeps the sort to k entries. Results equal the full-sort definition bit for bit. */
-int32_t weft_sample(weft_sampler *s, const float *logits, const weft_sampling *p, const int32_t *seq, int64_t pos,
-                    int64_t n_prompt, weft_logprobs *lp);
+ *
+ * Cost: O(vocab + pos) passes, plus with top_p < 1 a radix sort of the candidates within 41 (in l units) of
+ * the best and one libm exp each; top_k > 0 uses radix selection. The draw visits candidates in id order and
+ * skips the logs of those whose noise provably cannot win. Results equal the full-sort definition bit for bit
+ * (src/core/sampler_draw.c gives the argument; tests/unit/test_sampler_fast.c checks it). */
+int32_t weft_sample(weft_sampler *s, const float *logits, const weft_sampling *p, const int32_t *seq,
+                    int64_t pos, int64_t n_prompt, weft_logprobs *lp);
 
 /* The error of the last weft_sample that returned -1 (code WEFT_OK when none). Owned by s. */
 const weft_err *weft_sampler_error(const weft_sampler *s);

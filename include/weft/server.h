@@ -5,9 +5,9 @@
  * Tests wire it to a fake.
  *
  * Threading: libmicrohttpd, one thread per connection. A request's thread parses, validates, submits one
- * engine job per choice and then waits on a per-request mailbox that the engine fills through a sink
- * callback (weft_srv_sink_fn). Streaming writes SSE from the same thread. Every wait wakes at least every
- * 50 ms to notice a client that went away (then it cancels its jobs) or a shutdown.
+ * engine job per choice and then reads each job's events (next_event, the engine's per-request mailbox).
+ * Streaming writes SSE from the same thread. Every wait wakes at least every 50 ms to notice a client that
+ * went away (then it cancels its jobs) or a shutdown.
  *
  * Lifetimes: weft_server_create → weft_server_start → weft_server_attach (ready; /health 200) →
  * weft_server_shutdown (blocks until every request ended) → weft_server_destroy. */
@@ -22,57 +22,63 @@
 extern "C" {
 #endif
 
-/* ---- engine events (engine thread → request mailbox) ---------------------------------------------- */
+/* ---- engine events (read by the request thread with next_event) ------------------------------------- */
 
 typedef enum weft_srv_event_kind {
+    WEFT_SRV_EV_NONE = 0,      /* timeout: nothing new */
     WEFT_SRV_EV_PREFILLED = 1, /* the prompt is in the caches; cached_tokens set. At most once, first. */
     WEFT_SRV_EV_TOKENS = 2,    /* committed tokens, in order (the EOS token included when one ends it) */
-    WEFT_SRV_EV_FINISHED = 3,  /* exactly once, last; no sink call follows it */
+    WEFT_SRV_EV_FINISHED = 3,  /* last event; later next_event calls may return FINISHED again */
 } weft_srv_event_kind;
 
 typedef enum weft_srv_end {
     WEFT_SRV_END_NONE = 0,
-    WEFT_SRV_END_EOS = 1,       /* the model drew an end-of-generation token (it was sent in TOKENS) */
+    WEFT_SRV_END_STOP = 1,      /* an EOS token (sent in TOKENS) or the stop hook ended it */
     WEFT_SRV_END_LENGTH = 2,    /* max_tokens reached */
-    WEFT_SRV_END_CANCELLED = 3, /* weft_model_service.cancel was called, or the engine is stopping */
+    WEFT_SRV_END_CANCELLED = 3, /* cancel was called, or the engine stopped a running job */
     WEFT_SRV_END_ERROR = 4,     /* the job failed; message says why */
+    WEFT_SRV_END_REFUSED = 5,   /* never ran (queued when the engine stopped, or no slot): 503 */
 } weft_srv_end;
 
 /* Per-job statistics, reported with FINISHED. Unknown values are -1. */
 typedef struct weft_srv_gen_stats {
-    int64_t rounds;    /* forward rounds this job took part in (prefill chunks + decode rounds) */
-    int64_t drafted;   /* draft tokens proposed for this job */
-    int64_t accepted;  /* draft tokens kept */
-    double prefill_s;  /* seconds spent prefilling this job's prompt */
-    double decode_s;   /* seconds from the first generated token to the end */
+    int64_t rounds;   /* forward rounds this job took part in (prefill chunks + decode rounds) */
+    int64_t drafted;  /* draft tokens proposed for this job */
+    int64_t accepted; /* draft tokens kept */
+    double prefill_s; /* seconds spent prefilling this job's prompt */
+    double decode_s;  /* seconds from the first generated token to the end */
 } weft_srv_gen_stats;
 
 typedef struct weft_srv_event {
     weft_srv_event_kind kind;
-    int cached_tokens;              /* PREFILLED: prompt tokens resumed from the prompt cache */
-    const int32_t *ids;             /* TOKENS: [n_ids] token ids */
-    int n_ids;                      /* TOKENS: >= 1 */
-    const weft_logprobs *logprobs;  /* TOKENS: [n_ids] when the job asked for logprobs (>= 0), else NULL */
-    weft_srv_end end;               /* FINISHED */
-    const char *message;            /* FINISHED with ERROR: one line, or NULL */
-    weft_srv_gen_stats stats;       /* FINISHED */
+    int cached_tokens;             /* PREFILLED: prompt tokens resumed from the prompt cache */
+    const int32_t *ids;            /* TOKENS: [n_ids] token ids */
+    int n_ids;                     /* TOKENS: >= 1 */
+    const weft_logprobs *logprobs; /* TOKENS: [n_ids] when the job asked for logprobs (>= 0), else NULL */
+    weft_srv_end end;              /* FINISHED */
+    const char *message;           /* FINISHED with ERROR/REFUSED/CANCELLED: one line, or NULL */
+    weft_srv_gen_stats stats;      /* FINISHED */
 } weft_srv_event;
 
-/* Called by the engine on its own thread. Copies what it needs and returns at once (a mutex and a
- * condition signal, no I/O). Pointers in ev are only valid during the call. Never called after FINISHED. */
-typedef void (*weft_srv_sink_fn)(void *sink_ctx, const weft_srv_event *ev);
+/* The server's stop-string hook (same shape as weft_stop_fn in weft/lanes.h): called by the engine on its
+ * thread after each committed token, generated[0..n_generated) being every generated token so far (newest
+ * last). Returns 1 to end the job at this token with WEFT_SRV_END_STOP, else 0. Never blocks. */
+typedef int (*weft_srv_stop_fn)(void *ctx, const int32_t *generated, int n_generated);
 
 /* One engine job = one choice of one request. Every pointer stays valid until release(handle). */
 typedef struct weft_srv_job {
-    const int32_t *prompt;   /* [n_prompt] token ids, each in [0, vocab_size) */
-    int n_prompt;            /* >= 1; n_prompt + max_tokens <= context_length (the server checked) */
-    weft_sampling sampling;  /* seed is the effective seed (SPEC §5.3; + choice index for n > 1);
-                                logit_bias points into the request */
-    int max_tokens;          /* >= 1: the engine ends the job with LENGTH after this many tokens */
-    bool ignore_eos;         /* true: an EOS draw does not end the job */
-    bool draft;              /* false: serial reference decoding (no drafts) */
-    int choice;              /* choice index within the request (logs only) */
-    const char *request_id;  /* X-Request-Id (logs only) */
+    const int32_t *prompt;  /* [n_prompt] token ids, each in [0, vocab_size) */
+    int n_prompt;           /* >= 1; n_prompt + max_tokens <= context_length (the server checked) */
+    weft_sampling sampling; /* seed is the effective seed (SPEC §5.3; + choice index for n > 1);
+                               logit_bias points into the request */
+    int max_tokens;         /* >= 1: the engine ends the job with LENGTH after this many tokens */
+    bool ignore_eos;        /* true: an EOS draw does not end the job */
+    bool draft;             /* false: serial reference decoding (no drafts) */
+    weft_srv_stop_fn stop;  /* NULL, or the stop-string hook; a service may ignore it (the server then
+                               cancels the job itself when a stop string completes, one round later) */
+    void *stop_ctx;         /* for stop; valid until release */
+    int choice;             /* choice index within the request (logs only) */
+    const char *request_id; /* X-Request-Id (logs only) */
 } weft_srv_job;
 
 /* Engine gauges read by /metrics. Unknown values are -1: the metric is then omitted, never a fake 0. */
@@ -89,19 +95,20 @@ typedef struct weft_srv_engine_stats {
 
 /* Everything the server needs from a loaded model. Fields are read-only after weft_server_attach. Every
  * function may be called from many request threads at once (they must be thread-safe); ctx is passed back
- * as the first argument. Strings are UTF-8. Memory returned through `**out` is malloc'd; the server free()s. */
+ * as the first argument. Strings are UTF-8. Memory returned through `**out` is malloc'd; the server free()s.
+ */
 typedef struct weft_model_service {
     void *ctx;
     const char *model_id;       /* served id (--name) */
     const char *const *aliases; /* [n_aliases] extra ids accepted in "model" (--alias) */
     int n_aliases;
-    int64_t created;            /* unix seconds, shown in /v1/models */
-    int context_length;         /* tokens per stream (prompt + reply), --context */
-    int vocab_size;             /* token ids are in [0, vocab_size) */
-    bool has_tokenizer;         /* false: token-id prompts only; replies carry weft.token_ids, empty text */
-    bool has_chat_template;     /* false: /v1/chat/completions answers 400 */
-    bool add_bos;               /* the tokenizer prepends BOS with add_special (an empty prompt is then valid) */
-    bool thinks;                /* the chat template uses <think>...</think>: split reasoning_content */
+    int64_t created;        /* unix seconds, shown in /v1/models */
+    int context_length;     /* tokens per stream (prompt + reply), --context */
+    int vocab_size;         /* token ids are in [0, vocab_size) */
+    bool has_tokenizer;     /* false: token-id prompts only; replies carry weft.token_ids, empty text */
+    bool has_chat_template; /* false: /v1/chat/completions answers 400 */
+    bool add_bos;           /* the tokenizer prepends BOS with add_special (an empty prompt is then valid) */
+    bool thinks;            /* the chat template uses <think>...</think>: split reasoning_content */
 
     /* Text → ids. add_special: BOS/EOS as the tokenizer's post-processor adds them; parse_special: special
      * token text ("<|im_end|>") becomes its id. *ids malloc'd ([*n_ids], may be 0 long). WEFT_EINVAL with a
@@ -117,28 +124,38 @@ typedef struct weft_model_service {
     void *(*detok_new)(void *ctx, const int32_t *prompt, int n_prompt);
     const char *(*detok_feed)(void *ctx, void *detok, int32_t id, size_t *len);
     void (*detok_free)(void *ctx, void *detok);
+    /* End of the reply: bytes the detokenizer still held (an incomplete character as U+FFFD). Optional. */
+    const char *(*detok_flush)(void *ctx, void *detok, size_t *len);
 
     /* The raw bytes of one token's piece, for logprobs ("token", "bytes"). Buffer owned by the service,
      * valid until the service is destroyed. Optional (NULL: the server uses a fresh detokenizer). */
     const char *(*token_piece)(void *ctx, int32_t id, size_t *len);
 
-    /* Chat template. messages_json: a JSON array of {"role","content":string,...} (content already flattened);
-     * kwargs_json: a JSON object of template variables (enable_thinking, reasoning_effort, ...). *text
-     * malloc'd. A template error (raise_exception, unsupported role order) is WEFT_EINVAL with the template's
-     * message: the server answers 400 with it. Required when has_chat_template. */
+    /* Chat template. messages_json: a JSON array of {"role","content":string,...} (content already
+     * flattened); kwargs_json: a JSON object of template variables (enable_thinking, reasoning_effort, ...).
+     * *text malloc'd. A template error (raise_exception, unsupported role order) is WEFT_EINVAL with the
+     * template's message: the server answers 400 with it. Required when has_chat_template. */
     weft_status (*render_chat)(void *ctx, const char *messages_json, const char *kwargs_json,
                                bool add_generation_prompt, char **text, weft_err *err);
 
-    /* Submit one job. On WEFT_OK, *handle identifies it and the sink receives PREFILLED?, TOKENS*, FINISHED.
-     * Errors: WEFT_EBUSY (queue full: 503 server_busy), WEFT_ECANCELLED (engine stopping: 503), WEFT_EINVAL
-     * or WEFT_ERANGE (400 with the message), anything else 500. The sink may be called before submit returns. */
-    weft_status (*submit)(void *ctx, const weft_srv_job *job, weft_srv_sink_fn sink, void *sink_ctx,
-                          void **handle, weft_err *err);
-    /* Ask the job to end (between rounds / prefill chunks): the sink then gets FINISHED (CANCELLED, or the
-     * job's own end if it finished first). Idempotent; safe from any thread until release. */
+    /* Submit one job. On WEFT_OK, *handle identifies it; next_event then yields PREFILLED?, TOKENS*,
+     * FINISHED. Errors: WEFT_EBUSY (queue full: 503 server_busy), WEFT_ECANCELLED (engine stopping: 503),
+     * WEFT_EINVAL or WEFT_ERANGE (400 with the message), anything else 500. */
+    weft_status (*submit)(void *ctx, const weft_srv_job *job, void **handle, weft_err *err);
+    /* Waits up to timeout_s seconds (0: poll) for the job's next event. Returns false on timeout (ev->kind
+     * NONE). Pointers in ev stay valid until the next next_event call on this handle or release. Only the
+     * request's own thread reads a handle. */
+    bool (*next_event)(void *ctx, void *handle, weft_srv_event *ev, double timeout_s);
+    /* Ask the job to end (between rounds / prefill chunks): FINISHED follows (CANCELLED, or the job's own end
+     * if it finished first). Idempotent; a no-op once finished; safe until release. */
     void (*cancel)(void *ctx, void *handle);
     /* Free the job. Called once per handle, only after its FINISHED event was delivered. */
     void (*release)(void *ctx, void *handle);
+    /* Stop the engine for shutdown (weft_engine_stop): running jobs end CANCELLED after their current round,
+     * queued ones REFUSED, later submits fail. Blocks until that is done; next_event keeps working on live
+     * handles. Optional (NULL: the server cancels every job itself, and a queued job may then start before
+     * its cancel lands). */
+    void (*stop)(void *ctx);
     /* Fill the engine gauges (unknown = -1). Optional (NULL: those metrics are omitted). */
     void (*stats)(void *ctx, weft_srv_engine_stats *out);
 } weft_model_service;
@@ -149,20 +166,21 @@ typedef enum weft_log_format { WEFT_LOG_NONE = 0, WEFT_LOG_TEXT = 1, WEFT_LOG_JS
 
 /* Server settings (SPEC §2.1). Strings and arrays are borrowed; they must outlive the server. */
 typedef struct weft_server_config {
-    const char *host;             /* "127.0.0.1"; "0.0.0.0" / "::" for all interfaces */
-    int port;                     /* 8080; 0 = an ephemeral port (see weft_server_port) */
-    const char *const *api_keys;  /* [n_api_keys]; none = every route open */
+    const char *host;            /* "127.0.0.1"; "0.0.0.0" / "::" for all interfaces */
+    int port;                    /* 8080; 0 = an ephemeral port (see weft_server_port) */
+    const char *const *api_keys; /* [n_api_keys]; none = every route open */
     int n_api_keys;
-    bool metrics_open;            /* --metrics-open: /metrics without a key */
-    size_t max_body_bytes;        /* request body limit, 32 MiB; larger → 413 */
-    int max_connections;          /* concurrent connections accepted (threads), 1024 */
-    int max_tokens;               /* --max-tokens 4096: reply limit when a request omits max_tokens */
-    weft_sampling defaults;       /* --temperature/--top-p/--top-k/--min-p defaults; seed/logprobs ignored */
-    const char *seed_salt;        /* --seed-salt, "0" */
-    bool thinking;                /* --thinking (default true): enable_thinking when a request omits it */
-    bool drafts;                  /* false with --no-drafts */
-    weft_log_format log_format;   /* access log: one line per request */
-    FILE *log;                    /* where access lines go (NULL = stderr) */
+    bool metrics_open;          /* --metrics-open: /metrics without a key */
+    size_t max_body_bytes;      /* request body limit, 32 MiB; larger → 413 */
+    int max_connections;        /* concurrent connections accepted (threads), 1024 */
+    int idle_timeout_s; /* a keep-alive connection idle this long is closed, 120 (0 = never) */
+    int max_tokens;             /* --max-tokens 4096: reply limit when a request omits max_tokens */
+    weft_sampling defaults;     /* --temperature/--top-p/--top-k/--min-p defaults; seed/logprobs ignored */
+    const char *seed_salt;      /* --seed-salt, "0" */
+    bool thinking;              /* --thinking (default true): enable_thinking when a request omits it */
+    bool drafts;                /* false with --no-drafts */
+    weft_log_format log_format; /* access log: one line per request */
+    FILE *log;                  /* where access lines go (NULL = stderr) */
 } weft_server_config;
 
 typedef struct weft_server weft_server;
@@ -193,6 +211,33 @@ void weft_server_shutdown(weft_server *srv, double grace_s);
 
 /* Frees the server (calls weft_server_shutdown(srv, 0) first if it is still running). NULL is a no-op. */
 void weft_server_destroy(weft_server *srv);
+
+/* ---- the real service: lane engine + tokenizer + chat template (src/server/service_lanes.c) ------------ */
+
+struct weft_engine;
+struct weft_tokenizer;
+
+typedef struct weft_service_config {
+    const char *model_id;       /* --name */
+    const char *const *aliases; /* --alias (borrowed) */
+    int n_aliases;
+    int64_t created;    /* unix seconds (0: now) */
+    int context_length; /* --context: positions per stream (the engine's capacity) */
+    int vocab_size;     /* the model's token ids are [0, vocab_size) (config vocab_size) */
+    const struct weft_tokenizer *tokenizer; /* NULL: token-id prompts only */
+    const char *chat_template;       /* Jinja source (--chat-template file or the model's); NULL: no chat */
+    const char *bos_text, *eos_text; /* special-token strings the template may print, or NULL */
+    struct weft_engine *engine;      /* a started lane engine (weft/lanes.h); borrowed */
+} weft_service_config;
+
+typedef struct weft_service weft_service;
+
+/* Builds the service over a lane engine: compiles the chat template (once; WEFT_EFORMAT with its line on a
+ * syntax error), probes whether it thinks, and fills *svc with functions bound to *out. Everything in cfg
+ * must outlive the service. weft_service_free after weft_server_destroy; the engine is freed after that. */
+weft_status weft_service_new(const weft_service_config *cfg, weft_service **out, weft_model_service *svc,
+                             weft_err *err);
+void weft_service_free(weft_service *s);
 
 /* SPEC §5.3 seed for a prompt without one: first 8 bytes (LE) of SHA-256 over the ids in decimal joined by
  * "," then "|" and salt, masked to 63 bits. */

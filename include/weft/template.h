@@ -59,9 +59,11 @@ typedef struct weft_template_opts {
      * uses the C locale (%b = "Jan".."Dec"). */
     bool now_set;
     int64_t now_unix;
-    /* Limits (0 = default): output bytes (default 64 MiB), working memory bytes (default 512 MiB). */
+    /* Limits (0 = default): output bytes (default 64 MiB), working memory bytes (default 512 MiB), loop
+     * iterations over the whole render (default 10 million). Exceeding one is a render error. */
     size_t max_output;
     size_t max_memory;
+    size_t max_steps;
 } weft_template_opts;
 
 /* Renders the template with `ctx`, a JSON object whose members become the template's variables

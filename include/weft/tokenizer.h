@@ -28,6 +28,22 @@
  * Regexes run on PCRE2 with UTF and UCP; Unicode normalization is utf8proc's. Both libraries' Unicode
  * versions apply to characters assigned recently (differences from the Rust crates are possible there).
  *
+ * Known, deliberate differences from the references (none shows up on ordinary text):
+ *   - Added/special tokens are found leftmost-longest in both modes (HF's Aho-Corasick rule); llama.cpp
+ *     instead splits on each special token in turn, longest first. Results differ only when two special
+ *     tokens overlap in the text. llama.cpp's name-based attribute overrides (e.g. rstrip for "phi-3") are
+ *     not applied.
+ *   - Without WEFT_TOK_PARSE_SPECIAL, special tokens are left out of the matcher (HF's
+ *     encode_special_tokens skips a match after finding it).
+ *   - A character that has no token, no byte-fallback token and no unk token is an error (HF drops it).
+ *   - Decoding turns ill-formed bytes into U+FFFD per maximal subpart (Rust from_utf8_lossy, which HF's
+ *     ByteLevel decoder uses); HF's ByteFallback decoder instead replaces every byte of an ill-formed run
+ *     of <0xNN> tokens. Only ill-formed output differs.
+ *   - The SentencePiece leading space is stripped at the start of the text after a skipped BOS as well (HF
+ *     decode(skip_special_tokens=True)); llama.cpp's detokenize keeps it after a BOS. llama.cpp's
+ *     clean_spaces post-pass (" ," -> ",", for a few gpt2 pre types) is not applied.
+ *   - GGUF vocabularies get no Unicode normalization, like llama.cpp (HF Qwen applies NFC).
+ *
  * Thread safety: a tokenizer is immutable after loading; every function below that takes a const
  * weft_tokenizer may be called from many threads at once. A weft_detok belongs to one thread at a time. */
 #ifndef WEFT_TOKENIZER_H
@@ -53,14 +69,15 @@ typedef struct weft_tokenizer weft_tokenizer;
  * a merge naming a token that is not in the vocabulary, duplicate ids...), WEFT_ENOTSUP (a pipeline
  * component or option this build does not implement: the message names it), WEFT_ENOMEM. err->msg names the
  * file and the JSON path of the offending field. */
-weft_status weft_tokenizer_load_hf(const char *tokenizer_json_path, const char *config_path, weft_tokenizer **out,
-                                   weft_err *err);
+weft_status weft_tokenizer_load_hf(const char *tokenizer_json_path, const char *config_path,
+                                   weft_tokenizer **out, weft_err *err);
 
 /* Same from memory: `json` (len bytes) is tokenizer.json's text; `config_json` (config_len bytes) is
  * tokenizer_config.json's text or NULL. `source` names the input in error messages (NULL: "tokenizer.json").
  * The buffers are not retained. */
-weft_status weft_tokenizer_from_hf_json(const char *json, size_t len, const char *config_json, size_t config_len,
-                                        const char *source, weft_tokenizer **out, weft_err *err);
+weft_status weft_tokenizer_from_hf_json(const char *json, size_t len, const char *config_json,
+                                        size_t config_len, const char *source, weft_tokenizer **out,
+                                        weft_err *err);
 
 /* GGUF token types (tokenizer.ggml.token_type values, llama.cpp's llama_token_type). */
 enum {
@@ -77,27 +94,27 @@ enum {
  * of weft_tokenizer_from_vocab() only (the tokenizer copies what it keeps). Initialise with
  * weft_vocab_desc_init(), which sets the "absent" values, then fill what the file has. */
 typedef struct weft_vocab_desc {
-    const char *model;               /* tokenizer.ggml.model: "llama" (SPM) or "gpt2" (byte-level BPE) */
-    const char *pre;                 /* tokenizer.ggml.pre (gpt2 only; NULL or "" = llama.cpp's "default").
-                                      * Known: default; gpt-2, phi-2, mpt, olmo; llama3, llama-v3, llama-bpe,
-                                      * falcon3, falcon-h1; dbrx, smaug-bpe; qwen2, deepseek-r1-qwen,
-                                      * stablelm2, megrez; qwen35; smollm, starcoder, refact, command-r,
-                                      * codeshell, exaone, minerva-7b. Others: WEFT_ENOTSUP. */
-    int64_t n_tokens;                /* tokenizer.ggml.tokens length, >= 1 */
-    const char *const *tokens;       /* [n_tokens] token text (UTF-8 bytes as stored) */
-    const size_t *token_lens;        /* [n_tokens] byte lengths, or NULL: tokens are NUL-terminated */
-    const float *scores;             /* [n_tokens] tokenizer.ggml.scores, or NULL (all 0) */
-    const int32_t *token_types;      /* [n_tokens] tokenizer.ggml.token_type (WEFT_VOCAB_TYPE_*), or NULL
-                                      * (all NORMAL) */
-    int64_t n_merges;                /* tokenizer.ggml.merges length (gpt2: required, >= 0) */
-    const char *const *merges;       /* [n_merges] "left right", split at the first space after byte 0 */
-    const size_t *merge_lens;        /* [n_merges] byte lengths, or NULL: NUL-terminated */
-    int32_t bos, eos, unk, pad;      /* token ids, -1 = key absent (model "llama" then uses llama.cpp's
-                                      * defaults 1, 2, 0; ids outside the vocabulary are WEFT_EFORMAT) */
-    int8_t add_bos, add_eos;         /* tokenizer.ggml.add_{bos,eos}_token: 1/0, or -1 = absent (llama.cpp's
-                                      * default: llama add_bos; gpt2 add_bos for the llama3 pre names) */
-    int8_t add_space_prefix;         /* tokenizer.ggml.add_space_prefix: 1/0, or -1 = absent (llama: 1) */
-    const char *chat_template;       /* tokenizer.chat_template, or NULL (copied) */
+    const char *model;          /* tokenizer.ggml.model: "llama" (SPM) or "gpt2" (byte-level BPE) */
+    const char *pre;            /* tokenizer.ggml.pre (gpt2 only; NULL or "" = llama.cpp's "default").
+                                 * Known: default; gpt-2, phi-2, mpt, olmo; llama3, llama-v3, llama-bpe,
+                                 * falcon3, falcon-h1; dbrx, smaug-bpe; qwen2, deepseek-r1-qwen,
+                                 * stablelm2, megrez; qwen35; smollm, starcoder, refact, command-r,
+                                 * codeshell, exaone, minerva-7b. Others: WEFT_ENOTSUP. */
+    int64_t n_tokens;           /* tokenizer.ggml.tokens length, >= 1 */
+    const char *const *tokens;  /* [n_tokens] token text (UTF-8 bytes as stored) */
+    const size_t *token_lens;   /* [n_tokens] byte lengths, or NULL: tokens are NUL-terminated */
+    const float *scores;        /* [n_tokens] tokenizer.ggml.scores, or NULL (all 0) */
+    const int32_t *token_types; /* [n_tokens] tokenizer.ggml.token_type (WEFT_VOCAB_TYPE_*), or NULL
+                                 * (all NORMAL) */
+    int64_t n_merges;           /* tokenizer.ggml.merges length (gpt2: required, >= 0) */
+    const char *const *merges;  /* [n_merges] "left right", split at the first space after byte 0 */
+    const size_t *merge_lens;   /* [n_merges] byte lengths, or NULL: NUL-terminated */
+    int32_t bos, eos, unk, pad; /* token ids, -1 = key absent (model "llama" then uses llama.cpp's
+                                 * defaults 1, 2, 0; ids outside the vocabulary are WEFT_EFORMAT) */
+    int8_t add_bos, add_eos;    /* tokenizer.ggml.add_{bos,eos}_token: 1/0, or -1 = absent (llama.cpp's
+                                 * default: llama add_bos; gpt2 add_bos for the llama3 pre names) */
+    int8_t add_space_prefix;    /* tokenizer.ggml.add_space_prefix: 1/0, or -1 = absent (llama: 1) */
+    const char *chat_template;  /* tokenizer.chat_template, or NULL (copied) */
 } weft_vocab_desc;
 
 /* Sets every id to -1, every tri-state to -1, every pointer to NULL and every count to 0. */
@@ -137,8 +154,8 @@ void weft_tok_vec_free(weft_tok_vec *v);
  * APPENDS the ids to v (v->n grows; v->ids is realloc'd as needed). flags: WEFT_TOK_*. Byte sequences that
  * are not valid UTF-8 are replaced by U+FFFD first (one per maximal ill-formed subpart, as Python's and
  * Rust's lossy decoders do). Errors: WEFT_EINVAL (NULL tok/v, or NULL text with len > 0), WEFT_ENOMEM,
- * WEFT_ENOTSUP (a character with no token, no byte-fallback token and no unk token: the message names the code
- * point); on error v->n is restored to its value at entry. */
+ * WEFT_ENOTSUP (a character with no token, no byte-fallback token and no unk token: the message names the
+ * code point); on error v->n is restored to its value at entry. */
 weft_status weft_tokenizer_encode(const weft_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                   weft_tok_vec *v, weft_err *err);
 
@@ -151,7 +168,7 @@ weft_status weft_tokenizer_encode_to(const weft_tokenizer *tok, const char *text
 
 /* Token attribute bits (weft_tokenizer_token_attr). tokenizer.json tokens: model vocabulary entries are
  * NORMAL (BYTE when the model has byte_fallback and the text is "<0xNN>"), added tokens are CONTROL
- * (special: true) or USER_DEFINED (special: false), the model's unk_token is UNKNOWN as well. */
+ * (special: true) or USER_DEFINED (special: false). */
 enum {
     WEFT_TOKEN_NORMAL = 1u << 0,
     WEFT_TOKEN_UNKNOWN = 1u << 1,
@@ -186,21 +203,24 @@ bool weft_tokenizer_is_special(const weft_tokenizer *tok, int32_t id);
  * `len` bytes at s; -1 when none. Added tokens win over model tokens with the same text (HF token_to_id). */
 int32_t weft_tokenizer_lookup(const weft_tokenizer *tok, const char *s, size_t len);
 
-/* The vocabulary spelling of id (not NUL-terminated; *len bytes). Returns NULL with *len = 0 for ids out of
- * range. Owned by the tokenizer. */
+/* The vocabulary spelling of id (not NUL-terminated; *len bytes; an empty GGUF token reads "[EMPTY_<id>]" as
+ * in llama.cpp). Returns NULL with *len = 0 for ids out of range. Owned by the tokenizer. */
 const char *weft_tokenizer_token_text(const weft_tokenizer *tok, int32_t id, size_t *len);
 
 /* The bytes id contributes to decoded text (the decoder applied to this token alone): byte-level symbols
- * mapped back to bytes, "<0xNN>" byte tokens to one raw byte, "▁" to a space; special tokens give their text.
- * May be an incomplete UTF-8 sequence. The sequence-start strip (weft_tokenizer_strips_leading_space) is not
- * applied. NULL with *len = 0 for ids out of range. Owned by the tokenizer. */
+ * mapped back to bytes, "<0xNN>" byte tokens to one raw byte, "▁" to a space; special tokens give their text,
+ * HF normalized=true added tokens their normalized text (as HF decodes them), GGUF unused/undefined tokens
+ * nothing. May be an incomplete UTF-8 sequence. The sequence-start strip
+ * (weft_tokenizer_strips_leading_space) is not applied. NULL with *len = 0 for ids out of range. Owned by the
+ * tokenizer. */
 const char *weft_tokenizer_piece(const weft_tokenizer *tok, int32_t id, size_t *len);
 
 /* Longest piece in bytes (sizes detokenizer buffers, see weft_detok_bound). */
 size_t weft_tokenizer_max_piece_len(const weft_tokenizer *tok);
 
-/* Whether decoding strips leading spaces at the start of the text (SentencePiece's dummy prefix: HF decoder
- * Strip after Fuse, Metaspace with a prepend scheme; GGUF "llama" with add_space_prefix). */
+/* Whether decoding treats the start of a text specially (SentencePiece's dummy prefix): HF decoder Strip
+ * after Fuse and GGUF "llama" with add_space_prefix strip the leading space(s) of the text; the HF Metaspace
+ * decoder with a prepend scheme drops every replacement character of the first token. */
 bool weft_tokenizer_strips_leading_space(const weft_tokenizer *tok);
 
 /* The chat template (tokenizer_config.json "chat_template", the "default" entry of a list, or the GGUF
@@ -212,8 +232,9 @@ const char *weft_tokenizer_chat_template(const weft_tokenizer *tok);
 enum {
     /* Render special tokens' text (HF decode(skip_special_tokens=False)). Default: they give nothing. */
     WEFT_DETOK_RENDER_SPECIAL = 1u << 0,
-    /* Never strip the leading space at the start of the text (llama.cpp's streaming token_to_piece). Default:
-     * strip as the tokenizer's decoder does at the start of a sequence (HF decode of the whole sequence). */
+    /* No sequence-start handling: every token gives its plain piece (llama.cpp's streaming token_to_piece).
+     * Default: the start of the text is decoded as the tokenizer's decoder does for a whole sequence (HF
+     * decode), see weft_tokenizer_strips_leading_space. */
     WEFT_DETOK_KEEP_LEADING_SPACE = 1u << 1,
 };
 
@@ -229,6 +250,7 @@ typedef struct weft_detok {
     unsigned flags;
     uint32_t strip_left; /* leading strip characters still to remove at the text start */
     bool at_start;       /* nothing emitted yet */
+    bool first_tok;      /* no token rendered yet */
     uint8_t n_pending;
     uint8_t pending[4]; /* an incomplete UTF-8 prefix */
 } weft_detok;
@@ -236,9 +258,11 @@ typedef struct weft_detok {
 /* Starts a detokenizer at the start of a text. flags: WEFT_DETOK_*. tok must outlive d. */
 void weft_detok_init(weft_detok *d, const weft_tokenizer *tok, unsigned flags);
 
-/* Feeds ids whose text is context only (a prompt): updates the state (the sequence-start strip and any
- * incomplete character) without producing output. The bytes of a character left incomplete by the prompt
- * are dropped (a continuation later becomes U+FFFD). Errors: WEFT_ERANGE (an id out of range). */
+/* Feeds ids whose text is context only (a prompt): updates the state (the sequence-start handling, see
+ * weft_tokenizer_strips_leading_space, and any incomplete character) without producing output. A prompt
+ * that renders nothing (only a skipped BOS) leaves the detokenizer at the start of the text. The bytes of a
+ * character left incomplete by the prompt are dropped (a continuation later becomes U+FFFD). Errors:
+ * WEFT_ERANGE (an id out of range). */
 weft_status weft_detok_prime(weft_detok *d, const int32_t *ids, size_t n, weft_err *err);
 
 /* Output bound of one weft_detok_feed call, in bytes. */
@@ -247,10 +271,11 @@ size_t weft_detok_bound(const weft_tokenizer *tok);
 /* Feeds one id; writes the newly completed text to out (capacity bytes, at least weft_detok_bound()) and
  * its length to *n_out (possibly 0). Errors: WEFT_ERANGE (id out of range, or capacity below the bound),
  * WEFT_EINVAL (NULL arguments). */
-weft_status weft_detok_feed(weft_detok *d, int32_t id, char *out, size_t capacity, size_t *n_out, weft_err *err);
+weft_status weft_detok_feed(weft_detok *d, int32_t id, char *out, size_t capacity, size_t *n_out,
+                            weft_err *err);
 
-/* Ends the text: an incomplete character still held becomes one U+FFFD. Writes at most 4 bytes to out
- * (capacity >= 4) and returns the count. */
+/* Ends the text: an incomplete character still held becomes one U+FFFD. Writes at most 3 bytes to out
+ * (capacity >= 3; less writes nothing) and returns the count. */
 size_t weft_detok_flush(weft_detok *d, char *out, size_t capacity);
 
 /* Decodes a whole sequence (weft_detok_init + feed every id + flush) into a malloc'd NUL-terminated string

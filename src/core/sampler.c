@@ -1,6 +1,6 @@
 /* weft_sampler: the object, input checks and SPEC §5.1 steps 1-3 (logit_bias, penalties, greedy). Steps 4-8
- * (sort, top_k, top_p, min_p, keyed draw) are in sampler_draw.c. Reference: ../shared/tools/sampler_reference.py
- * (draw). Nothing here allocates after weft_sampler_new. */
+ * (sort, top_k, top_p, min_p, keyed draw) are in sampler_draw.c. Reference:
+ * ../shared/tools/sampler_reference.py (draw). Nothing here allocates after weft_sampler_new. */
 #include "core/sampler_impl.h"
 
 #include <math.h>
@@ -37,9 +37,13 @@ void weft_sampler_free(weft_sampler *s) {
     free(s);
 }
 
-int64_t weft_sampler_vocab(const weft_sampler *s) { return s ? s->vocab : 0; }
+int64_t weft_sampler_vocab(const weft_sampler *s) {
+    return s ? s->vocab : 0;
+}
 
-const weft_err *weft_sampler_error(const weft_sampler *s) { return &s->err; }
+const weft_err *weft_sampler_error(const weft_sampler *s) {
+    return &s->err;
+}
 
 /* Steps 1-2 on s->z (already a copy of the raw row). Each adjustment is computed in fp64 and stored as fp32,
  * in the reference's order: bias, then frequency/presence, then repetition. */
@@ -50,8 +54,9 @@ static weft_status adjust(weft_sampler *s, const weft_sampling *p, const int32_t
     for (int i = 0; i < p->n_logit_bias; i++) {
         int32_t id = p->logit_bias[i].id;
         if (id < 0 || id >= V)
-            return weft_err_set(&s->err, WEFT_ERANGE, "logit_bias: token id %d outside the vocabulary [0, %lld)",
-                                (int)id, (long long)V);
+            return weft_err_set(&s->err, WEFT_ERANGE,
+                                "logit_bias: token id %d outside the vocabulary [0, %lld)", (int)id,
+                                (long long)V);
         z[id] = (float)((double)z[id] + p->logit_bias[i].bias);
     }
     /* With both penalties 0 the reference subtracts 0.0, which leaves every fp32 value as it is (z - 0.0 == z
@@ -59,11 +64,13 @@ static weft_status adjust(weft_sampler *s, const weft_sampling *p, const int32_t
     int counting = p->frequency_penalty != 0.0 || p->presence_penalty != 0.0;
     int repeating = p->repetition_penalty != 1.0;
     if (!counting && !repeating) return WEFT_OK;
-    if (pos > 0 && !seq) return weft_err_set(&s->err, WEFT_EINVAL, "penalties need the token sequence (seq NULL)");
+    if (pos > 0 && !seq)
+        return weft_err_set(&s->err, WEFT_EINVAL, "penalties need the token sequence (seq NULL)");
     for (int64_t i = 0; i < pos; i++)
         if (seq[i] < 0 || seq[i] >= V)
-            return weft_err_set(&s->err, WEFT_ERANGE, "token %d at position %lld is outside the vocabulary [0, %lld)",
-                                (int)seq[i], (long long)i, (long long)V);
+            return weft_err_set(&s->err, WEFT_ERANGE,
+                                "token %d at position %lld is outside the vocabulary [0, %lld)", (int)seq[i],
+                                (long long)i, (long long)V);
     if (counting) {
         /* Count generated tokens (seq[n_prompt..pos)), apply once per distinct id, and zero the touched
          * counts again on the way so the scratch is clean for the next call. */
@@ -89,8 +96,8 @@ static weft_status adjust(weft_sampler *s, const weft_sampling *p, const int32_t
     return WEFT_OK;
 }
 
-int32_t weft_sample(weft_sampler *s, const float *logits, const weft_sampling *p, const int32_t *seq, int64_t pos,
-                    int64_t n_prompt, weft_logprobs *lp) {
+int32_t weft_sample(weft_sampler *s, const float *logits, const weft_sampling *p, const int32_t *seq,
+                    int64_t pos, int64_t n_prompt, weft_logprobs *lp) {
     if (!s) return -1;
     s->err.code = WEFT_OK;
     s->err.msg[0] = '\0';

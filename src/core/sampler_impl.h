@@ -6,7 +6,7 @@
 
 /* Noise-skip table: l0 - l is cut into bins of 1/SKIP_BINS_PER_UNIT; see sampler_draw.c. */
 #define WEFT_SKIP_BINS_PER_UNIT 16
-#define WEFT_SKIP_BINS (42 * WEFT_SKIP_BINS_PER_UNIT + 4)
+#define WEFT_SKIP_BINS          (42 * WEFT_SKIP_BINS_PER_UNIT + 4)
 
 struct weft_sampler {
     int64_t vocab;

@@ -69,29 +69,31 @@ void weft_order_sort_u32(uint32_t *a, uint32_t *tmp, size_t n) {
         }
         return;
     }
-    static const int shift[3] = {0, 11, 22};
-    uint32_t hist[3][2048];
+    /* LSD in four 8-bit digits: 256 destinations per scatter stay cache friendly (measured faster than three
+     * 11-bit passes on 150k keys). A digit shared by every key needs no pass. */
+    uint32_t hist[4][256];
     memset(hist, 0, sizeof hist);
     for (size_t i = 0; i < n; i++) {
         uint32_t v = a[i];
-        hist[0][v & 0x7ff]++;
-        hist[1][(v >> 11) & 0x7ff]++;
-        hist[2][v >> 22]++;
+        hist[0][v & 0xff]++;
+        hist[1][(v >> 8) & 0xff]++;
+        hist[2][(v >> 16) & 0xff]++;
+        hist[3][v >> 24]++;
     }
     uint32_t *src = a, *dst = tmp;
-    for (int d = 0; d < 3; d++) {
+    for (int d = 0; d < 4; d++) {
         uint32_t *h = hist[d];
-        int nb = d == 2 ? 1024 : 2048;
-        if (h[(src[0] >> shift[d]) & 0x7ff] == n) continue;
+        const int shift = 8 * d;
+        if (h[(src[0] >> shift) & 0xff] == n) continue;
         uint32_t sum = 0;
-        for (int b = 0; b < nb; b++) {
+        for (int b = 0; b < 256; b++) {
             uint32_t c = h[b];
             h[b] = sum;
             sum += c;
         }
         for (size_t i = 0; i < n; i++) {
             uint32_t v = src[i];
-            dst[h[(v >> shift[d]) & 0x7ff]++] = v;
+            dst[h[(v >> shift) & 0xff]++] = v;
         }
         uint32_t *t = src;
         src = dst;

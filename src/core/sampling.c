@@ -24,7 +24,8 @@ weft_status weft_sampling_validate(const weft_sampling *p, int64_t vocab, weft_e
     if (!p) return weft_err_set(err, WEFT_EINVAL, "sampling settings are NULL");
     /* Written as !(x ok) so that NaN fails every range check. */
     if (!(p->temperature >= 0.0) || !isfinite(p->temperature))
-        return weft_err_set(err, WEFT_EINVAL, "temperature must be a finite number >= 0 (got %g)", p->temperature);
+        return weft_err_set(err, WEFT_EINVAL, "temperature must be a finite number >= 0 (got %g)",
+                            p->temperature);
     if (!(p->top_p > 0.0 && p->top_p <= 1.0))
         return weft_err_set(err, WEFT_EINVAL, "top_p must be in (0, 1] (got %g)", p->top_p);
     if (!(p->min_p >= 0.0 && p->min_p <= 1.0))
@@ -34,9 +35,11 @@ weft_status weft_sampling_validate(const weft_sampling *p, int64_t vocab, weft_e
         return weft_err_set(err, WEFT_EINVAL, "repetition_penalty must be a finite number > 0 (got %g)",
                             p->repetition_penalty);
     if (!isfinite(p->presence_penalty))
-        return weft_err_set(err, WEFT_EINVAL, "presence_penalty must be finite (got %g)", p->presence_penalty);
+        return weft_err_set(err, WEFT_EINVAL, "presence_penalty must be finite (got %g)",
+                            p->presence_penalty);
     if (!isfinite(p->frequency_penalty))
-        return weft_err_set(err, WEFT_EINVAL, "frequency_penalty must be finite (got %g)", p->frequency_penalty);
+        return weft_err_set(err, WEFT_EINVAL, "frequency_penalty must be finite (got %g)",
+                            p->frequency_penalty);
     if (p->logprobs < -1 || p->logprobs > WEFT_MAX_TOP_LOGPROBS)
         return weft_err_set(err, WEFT_EINVAL, "logprobs (top_logprobs) must be in 0..%d (got %d)",
                             WEFT_MAX_TOP_LOGPROBS, p->logprobs);
@@ -47,8 +50,9 @@ weft_status weft_sampling_validate(const weft_sampling *p, int64_t vocab, weft_e
     for (int i = 0; i < p->n_logit_bias; i++) {
         const weft_logit_bias *b = &p->logit_bias[i];
         if (b->id < 0 || (int64_t)b->id >= vocab)
-            return weft_err_set(err, WEFT_ERANGE, "logit_bias: token id %d is outside the vocabulary [0, %lld)",
-                                (int)b->id, (long long)vocab);
+            return weft_err_set(err, WEFT_ERANGE,
+                                "logit_bias: token id %d is outside the vocabulary [0, %lld)", (int)b->id,
+                                (long long)vocab);
         if (!isfinite(b->bias))
             return weft_err_set(err, WEFT_EINVAL, "logit_bias: bias of token %d must be finite (got %g)",
                                 (int)b->id, b->bias);
@@ -67,7 +71,8 @@ weft_status weft_sampling_validate(const weft_sampling *p, int64_t vocab, weft_e
     } else {
         uint8_t *seen = calloc((size_t)(vocab / 8 + 1), 1);
         if (!seen)
-            return weft_err_set(err, WEFT_ENOMEM, "logit_bias: cannot allocate %lld bytes to check duplicates",
+            return weft_err_set(err, WEFT_ENOMEM,
+                                "logit_bias: cannot allocate %lld bytes to check duplicates",
                                 (long long)(vocab / 8 + 1));
         for (int i = 0; i < p->n_logit_bias; i++) {
             int32_t id = p->logit_bias[i].id;

@@ -1,6 +1,6 @@
 /* SPEC §5.2 keyed-draw primitives (splitmix64 keys, uniforms, Gumbel noise) and §5.3/§5.4 SHA-256 derived
- * values (prompt seeds, token_sha). Reference: ../shared/tools/sampler_reference.py (mix, key, uniform, gumbel,
- * seed_from_prompt, token_sha). */
+ * values (prompt seeds, token_sha). Reference: ../shared/tools/sampler_reference.py (mix, key, uniform,
+ * gumbel, seed_from_prompt, token_sha). */
 #include "weft/sampler.h"
 
 #include <math.h>
@@ -30,7 +30,9 @@ double weft_uniform(uint64_t key) {
     return ((double)(key >> 12) + 0.5) * 0x1p-52;
 }
 
-double weft_gumbel(double u) { return -log(-log(u)); }
+double weft_gumbel(double u) {
+    return -log(-log(u));
+}
 
 /* Decimal text of v into buf (at most 11 chars), returns the length. Same text as Python str(int). */
 static size_t put_int(char *buf, int32_t v) {
@@ -48,9 +50,10 @@ static size_t put_int(char *buf, int32_t v) {
 }
 
 /* SHA-256 of the ids in decimal joined by ",", then the text tail1 and tail2 (either may be NULL). */
-static weft_status sha_ids(const int32_t *ids, size_t n, const char *tail1, const char *tail2, uint8_t out[32],
-                           weft_err *err) {
-    if (n > 0 && !ids) return weft_err_set(err, WEFT_EINVAL, "sha256 of token ids: ids is NULL with n = %zu", n);
+static weft_status sha_ids(const int32_t *ids, size_t n, const char *tail1, const char *tail2,
+                           uint8_t out[32], weft_err *err) {
+    if (n > 0 && !ids)
+        return weft_err_set(err, WEFT_EINVAL, "sha256 of token ids: ids is NULL with n = %zu", n);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx) return weft_err_set(err, WEFT_ENOMEM, "sha256 of token ids: EVP_MD_CTX_new failed");
     weft_status st = WEFT_OK;
@@ -85,7 +88,8 @@ done:
     return st;
 }
 
-weft_status weft_sha256_ids(const int32_t *ids, size_t n, const char *suffix, uint8_t out[32], weft_err *err) {
+weft_status weft_sha256_ids(const int32_t *ids, size_t n, const char *suffix, uint8_t out[32],
+                            weft_err *err) {
     return sha_ids(ids, n, suffix, NULL, out, err);
 }
 

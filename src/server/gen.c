@@ -1,8 +1,10 @@
-/* src/server/gen.c — one request in flight: one engine job per choice, a mailbox the engine's sink fills,
- * and the consumer that moves tokens through each choice's text pipeline.
+/* src/server/gen.c — one request in flight: one engine job per choice; the request thread reads each job's
+ * events (next_event), keeps its tokens (arrays sized max_tokens at submit, so nothing grows per token) and
+ * moves them through the choice's text pipeline.
  *
- * The mailbox arrays are allocated once at submit (max_tokens entries), so the sink never allocates and the
- * consumer can read entries below the count it saw under the mutex without holding it. */
+ * Stop strings are matched twice, by the same code on the same tokens: on the engine thread by the stop hook
+ * (so the engine ends the job exactly at the token that completed one, without a wasted round), and here
+ * (which decides the text and the counted tokens whether or not the service honours the hook). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,14 +12,30 @@
 
 void srv_metrics_gen(srv_metrics *m, const srv_gen *g); /* metrics.c */
 
-static void sink(void *ctx, const weft_srv_event *ev) {
-    srv_choice *c = ctx;
-    srv_gen *g = c->g;
-    pthread_mutex_lock(&g->mu);
-    if (c->finished) {
-        pthread_mutex_unlock(&g->mu);
-        return;
+/* Engine thread: feeds the newest generated tokens to the hook's own pipeline. */
+static int stop_hook(void *ctx, const int32_t *generated, int n_generated) {
+    srv_stophook *h = ctx;
+    for (; !h->hit && h->n_fed < n_generated; h->n_fed++) {
+        size_t len = 0;
+        const char *b = h->svc->detok_feed(h->svc->ctx, h->detok, generated[h->n_fed], &len);
+        bool oom = false;
+        h->sink_c.len = h->sink_r.len = 0;
+        if (b && len && srv_textpipe_feed(&h->tp, b, len, &h->sink_c, &h->sink_r, &oom)) h->hit = true;
     }
+    return h->hit;
+}
+
+static void hook_free(const weft_model_service *s, srv_stophook *h) {
+    if (!h) return;
+    if (h->detok) s->detok_free(s->ctx, h->detok);
+    srv_textpipe_free(&h->tp);
+    srv_buf_free(&h->sink_c);
+    srv_buf_free(&h->sink_r);
+    free(h);
+}
+
+/* Stores one event of choice c. */
+static void apply(srv_choice *c, const weft_srv_event *ev) {
     switch (ev->kind) {
     case WEFT_SRV_EV_PREFILLED:
         c->prefilled = true;
@@ -33,8 +51,10 @@ static void sink(void *ctx, const weft_srv_event *ev) {
             }
             c->ids[c->n_recv] = ev->ids[i];
             if (c->lps) {
-                if (ev->logprobs) c->lps[c->n_recv] = ev->logprobs[i];
-                else c->lp_missing = true;
+                if (ev->logprobs)
+                    c->lps[c->n_recv] = ev->logprobs[i];
+                else
+                    c->lp_missing = true;
             }
             c->n_recv++;
         }
@@ -45,27 +65,44 @@ static void sink(void *ctx, const weft_srv_event *ev) {
         c->stats = ev->stats;
         snprintf(c->msg, sizeof c->msg, "%s", ev->message ? ev->message : "");
         break;
+    default:
+        break;
     }
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
 }
 
-static bool ready_news(const srv_gen *g) {
+/* Takes every event already waiting; returns how many. */
+static int drain(srv_gen *g) {
+    int n = 0;
+    weft_srv_event ev;
     for (int i = 0; i < g->n_ch; i++) {
-        const srv_choice *c = &g->ch[i];
-        if (c->done) continue;
-        if (c->n_recv > c->n_seen || c->finished || (c->prefilled && !c->prefill_seen)) return true;
+        srv_choice *c = &g->ch[i];
+        while (c->handle && !c->finished && g->svc->next_event(g->svc->ctx, c->handle, &ev, 0)) {
+            apply(c, &ev);
+            n++;
+        }
     }
-    return false;
+    return n;
 }
 
-static void cond_wait_s(srv_gen *g, double s) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long ns = ts.tv_nsec + (long long)(s * 1e9);
-    ts.tv_sec += (time_t)(ns / 1000000000LL);
-    ts.tv_nsec = (long)(ns % 1000000000LL);
-    pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+/* Blocks up to timeout_s on one unfinished job (round robin; short slices when there are several, so no
+ * choice waits long behind another). */
+static void wait_one(srv_gen *g, double timeout_s) {
+    int live = 0;
+    for (int i = 0; i < g->n_ch; i++) live += g->ch[i].handle && !g->ch[i].finished;
+    if (!live) return;
+    double slice = live > 1 ? 0.005 : timeout_s;
+    double end = weft_now() + timeout_s;
+    weft_srv_event ev;
+    do {
+        srv_choice *c;
+        do c = &g->ch[g->rr++ % g->n_ch];
+        while (!c->handle || c->finished);
+        if (g->svc->next_event(g->svc->ctx, c->handle, &ev, slice)) {
+            apply(c, &ev);
+            return;
+        }
+        if (drain(g)) return;
+    } while (weft_now() < end);
 }
 
 static void take_token(srv_gen *g, srv_choice *c, int k) {
@@ -78,43 +115,53 @@ static void take_token(srv_gen *g, srv_choice *c, int k) {
     bool oom = false;
     if (bytes && len && srv_textpipe_feed(&c->tp, bytes, len, &c->content, &c->reasoning, &oom)) {
         c->stop_hit = true;
-        g->svc->cancel(g->svc->ctx, c->handle); /* the engine stops within a round; later tokens are dropped */
+        g->svc->cancel(g->svc->ctx,
+                       c->handle); /* the engine stops within a round; later tokens are dropped */
     }
 }
 
-static void finalize(srv_choice *c) {
+static void finalize(srv_gen *g, srv_choice *c) {
+    const weft_model_service *s = g->svc;
+    size_t len = 0;
+    const char *tail =
+        !c->stop_hit && c->detok && s->detok_flush ? s->detok_flush(s->ctx, c->detok, &len) : NULL;
+    bool oom = false;
+    if (tail && len && srv_textpipe_feed(&c->tp, tail, len, &c->content, &c->reasoning, &oom))
+        c->stop_hit = true;
     srv_textpipe_finish(&c->tp, &c->content, &c->reasoning);
-    if (c->stop_hit) c->finish = "stop";
-    else if (c->overflow) c->finish = "length";
+    if (c->stop_hit)
+        c->finish = "stop";
+    else if (c->overflow)
+        c->finish = "length";
     else
         switch (c->end) {
-        case WEFT_SRV_END_EOS: c->finish = "stop"; break;
-        case WEFT_SRV_END_LENGTH: c->finish = "length"; break;
-        case WEFT_SRV_END_CANCELLED: c->finish = "cancelled"; break;
-        default: c->finish = "error"; break;
+        case WEFT_SRV_END_STOP:
+            c->finish = "stop";
+            break;
+        case WEFT_SRV_END_LENGTH:
+            c->finish = "length";
+            break;
+        case WEFT_SRV_END_CANCELLED:
+        case WEFT_SRV_END_REFUSED:
+            c->finish = "cancelled";
+            break;
+        default:
+            c->finish = "error";
+            break;
         }
     c->done = true;
 }
 
 bool srv_gen_pump(srv_gen *g, double timeout_s) {
-    int n_recv[SRV_MAX_CHOICES];
-    bool fin[SRV_MAX_CHOICES], pre[SRV_MAX_CHOICES];
-    pthread_mutex_lock(&g->mu);
-    if (!ready_news(g) && timeout_s > 0) cond_wait_s(g, timeout_s);
-    for (int i = 0; i < g->n_ch; i++) {
-        n_recv[i] = g->ch[i].n_recv;
-        fin[i] = g->ch[i].finished;
-        pre[i] = g->ch[i].prefilled;
-    }
-    pthread_mutex_unlock(&g->mu);
+    if (!drain(g) && timeout_s > 0) wait_one(g, timeout_s);
     bool changed = false;
     for (int i = 0; i < g->n_ch; i++) {
         srv_choice *c = &g->ch[i];
         if (c->done) continue;
-        if (pre[i] && !c->prefill_seen) c->prefill_seen = changed = true;
-        for (; c->n_seen < n_recv[i]; c->n_seen++, changed = true) take_token(g, c, c->n_seen);
-        if (fin[i]) {
-            finalize(c);
+        if (c->prefilled && !c->prefill_seen) c->prefill_seen = changed = true;
+        for (; c->n_seen < c->n_recv; c->n_seen++, changed = true) take_token(g, c, c->n_seen);
+        if (c->finished) {
+            finalize(g, c);
             changed = true;
         }
     }
@@ -127,10 +174,19 @@ bool srv_gen_all_done(const srv_gen *g) {
     return true;
 }
 
-bool srv_gen_any_started(srv_gen *g) {
+bool srv_gen_any_started(const srv_gen *g) {
     for (int i = 0; i < g->n_ch; i++)
         if (g->ch[i].prefill_seen || g->ch[i].n_seen) return true;
     return false;
+}
+
+bool srv_gen_refused(const srv_gen *g) {
+    for (int i = 0; i < g->n_ch; i++) {
+        const srv_choice *c = &g->ch[i];
+        if (!c->done || c->prefill_seen || c->n_seen) return false;
+        if (c->end != WEFT_SRV_END_REFUSED && c->end != WEFT_SRV_END_CANCELLED) return false;
+    }
+    return g->n_ch > 0;
 }
 
 void srv_gen_cancel_all(srv_gen *g) {
@@ -146,7 +202,7 @@ bool srv_gen_watch(srv_gen *g) {
     }
     if (!g->cancelled_shutdown && atomic_load(&g->srv->cancelling)) {
         g->cancelled_shutdown = true;
-        srv_gen_cancel_all(g);
+        if (!g->svc->stop) srv_gen_cancel_all(g); /* else the engine's stop ends every job in order */
     }
     return g->client_gone;
 }
@@ -194,7 +250,8 @@ static bool init_choice(srv_gen *g, srv_choice *c, int p, int j, srv_error *e) {
     c->g = g;
     c->prompt_index = p;
     c->index = p * r->n + j;
-    uint64_t base = r->seed_given ? r->seed : weft_server_seed_from_prompt(pr->ids, pr->n, g->srv->cfg.seed_salt);
+    uint64_t base =
+        r->seed_given ? r->seed : weft_server_seed_from_prompt(pr->ids, pr->n, g->srv->cfg.seed_salt);
     c->seed = base + (uint64_t)j;
     c->cap = pr->max_tokens;
     c->ids = malloc(sizeof *c->ids * (size_t)(c->cap ? c->cap : 1));
@@ -210,6 +267,14 @@ static bool init_choice(srv_gen *g, srv_choice *c, int p, int j, srv_error *e) {
     }
     srv_textpipe_init(&c->tp, (const char *const *)r->stops, r->n_stops, r->split_reasoning,
                       r->start_in_reasoning);
+    if (r->n_stops && g->svc->has_tokenizer) {
+        c->hook = calloc(1, sizeof *c->hook);
+        if (!c->hook) return srv_fail(e, 500, NULL, NULL, "out of memory");
+        c->hook->svc = g->svc;
+        c->hook->detok = g->svc->detok_new(g->svc->ctx, pr->ids, pr->n);
+        if (!c->hook->detok) return srv_fail(e, 500, NULL, NULL, "could not create a detokenizer");
+        srv_textpipe_init(&c->hook->tp, (const char *const *)r->stops, r->n_stops, false, false);
+    }
     if (r->echo && !echo_text(g, pr, &c->content)) return srv_fail(e, 500, NULL, NULL, "out of memory");
     if (!srv_buf_add(&c->content, "", 0) || !srv_buf_add(&c->reasoning, "", 0))
         return srv_fail(e, 500, NULL, NULL, "out of memory");
@@ -233,10 +298,12 @@ static bool submit_choice(srv_gen *g, srv_choice *c, srv_error *e) {
     job.max_tokens = c->cap;
     job.ignore_eos = r->ignore_eos;
     job.draft = r->draft;
+    job.stop = c->hook ? stop_hook : NULL;
+    job.stop_ctx = c->hook;
     job.choice = c->index;
     job.request_id = g->rid;
     weft_err err = {0};
-    weft_status st = g->svc->submit(g->svc->ctx, &job, sink, c, &c->handle, &err);
+    weft_status st = g->svc->submit(g->svc->ctx, &job, &c->handle, &err);
     if (st == WEFT_OK) return true;
     c->handle = NULL;
     if (st == WEFT_EBUSY) {
@@ -263,9 +330,6 @@ bool srv_gen_start(srv_gen *g, weft_server *srv, srv_request *r, const char *rid
     g->created = (int64_t)time(NULL);
     snprintf(g->rid, sizeof g->rid, "%s", rid);
     snprintf(g->id, sizeof g->id, "%s-%s", r->kind == SRV_CHAT ? "chatcmpl" : "cmpl", rid);
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    atomic_fetch_add(&srv->active, 1);
     g->n_ch = r->n_prompts * r->n;
     g->ch = calloc((size_t)g->n_ch, sizeof *g->ch);
     if (!g->ch) {
@@ -284,34 +348,29 @@ bool srv_gen_start(srv_gen *g, weft_server *srv, srv_request *r, const char *rid
 void srv_gen_end(srv_gen *g) {
     if (!g->srv) return;
     const weft_model_service *s = g->svc;
-    bool fin[SRV_MAX_CHOICES];
-    pthread_mutex_lock(&g->mu);
-    for (int i = 0; i < g->n_ch; i++) fin[i] = g->ch[i].finished;
-    pthread_mutex_unlock(&g->mu);
-    /* cancel may deliver FINISHED synchronously through the sink, so it is called without g->mu */
     for (int i = 0; i < g->n_ch; i++)
-        if (g->ch[i].handle && !fin[i]) s->cancel(s->ctx, g->ch[i].handle);
-    pthread_mutex_lock(&g->mu);
+        if (g->ch[i].handle && !g->ch[i].finished) s->cancel(s->ctx, g->ch[i].handle);
     /* Every handle must see FINISHED before release: the engine stops a cancelled job within a round. */
     double t_warn = weft_now() + 30;
     for (;;) {
         bool all = true;
         for (int i = 0; i < g->n_ch; i++) all &= !g->ch[i].handle || g->ch[i].finished;
         if (all) break;
-        cond_wait_s(g, SRV_WAKE_S);
+        srv_gen_pump(g, SRV_WAKE_S);
         if (weft_now() > t_warn) {
-            fprintf(stderr, "weft: request %s: still waiting for the engine to end a cancelled job\n", g->rid);
+            fprintf(stderr, "weft: request %s: still waiting for the engine to end a cancelled job\n",
+                    g->rid);
             t_warn = weft_now() + 30;
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    srv_gen_pump(g, 0); /* what arrived last counts in the metrics */
     for (int i = 0; i < g->n_ch; i++)
         if (g->ch[i].handle) s->release(s->ctx, g->ch[i].handle);
-    srv_gen_pump(g, 0); /* take what arrived last, for the metrics */
     srv_metrics_gen(&g->srv->metrics, g);
     for (int i = 0; i < g->n_ch; i++) {
         srv_choice *c = &g->ch[i];
         if (c->detok) s->detok_free(s->ctx, c->detok);
+        hook_free(s, c->hook);
         srv_textpipe_free(&c->tp);
         srv_buf_free(&c->content);
         srv_buf_free(&c->reasoning);
@@ -321,12 +380,5 @@ void srv_gen_end(srv_gen *g) {
     }
     free(g->ch);
     srv_buf_free(&g->out);
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-    weft_server *srv = g->srv;
     g->srv = NULL;
-    pthread_mutex_lock(&srv->mu);
-    atomic_fetch_sub(&srv->active, 1);
-    pthread_cond_broadcast(&srv->cv);
-    pthread_mutex_unlock(&srv->mu);
 }

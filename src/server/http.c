@@ -17,8 +17,9 @@
 
 char *srv_tokenize_reply(const weft_model_service *svc, const char *body, size_t len, srv_error *e);
 char *srv_detokenize_reply(const weft_model_service *svc, const char *body, size_t len, srv_error *e);
-enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                    const char *version, const char *upload, size_t *upload_size, void **con_cls);
+enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **con_cls);
 void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                            enum MHD_RequestTerminationCode toe);
 
@@ -62,7 +63,9 @@ typedef struct conn_req {
 typedef struct stream_ctx {
     srv_gen g;
     srv_request r;
-    conn_req log; /* a copy for the access line (the con_cls may be gone by then) */
+    conn_req log;     /* a copy for the access line (the con_cls may be gone by then) */
+    double last_out;  /* weft_now() of the last bytes handed to MHD */
+    double keepalive; /* seconds without output after which an SSE comment is sent */
 } stream_ctx;
 
 bool srv_peer_gone(int fd) {
@@ -94,8 +97,8 @@ static void access_log(weft_server *srv, const conn_req *q) {
     fflush(f);
 }
 
-static enum MHD_Result respond(conn_req *q, struct MHD_Connection *c, int status, const char *ctype, char *body,
-                               int retry_after) {
+static enum MHD_Result respond(conn_req *q, struct MHD_Connection *c, int status, const char *ctype,
+                               char *body, int retry_after) {
     if (!body) {
         status = 500;
         ctype = "application/json";
@@ -116,10 +119,10 @@ static enum MHD_Result respond(conn_req *q, struct MHD_Connection *c, int status
         MHD_add_response_header(r, "Retry-After", ra);
     }
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    if (status == 405) MHD_add_response_header(r, "Allow", q->route == R_HEALTH || q->route == R_MODELS ||
-                                                                   q->route == R_METRICS
-                                                               ? "GET, HEAD"
-                                                               : "POST");
+    if (status == 405)
+        MHD_add_response_header(
+            r, "Allow",
+            q->route == R_HEALTH || q->route == R_MODELS || q->route == R_METRICS ? "GET, HEAD" : "POST");
     if (atomic_load(&q->srv->stopping) || status == 413) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -189,12 +192,18 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             memcpy(buf, g->out.p + g->out_off, n);
             g->out_off += n;
             if (g->out_off == g->out.len) g->out_off = g->out.len = 0;
+            s->last_out = weft_now();
             return (ssize_t)n;
         }
         if (g->phase == 2) return MHD_CONTENT_READER_END_OF_STREAM;
         if (srv_gen_watch(g)) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (!srv_stream_emit(g)) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (g->out.len || g->phase == 2) continue;
+        /* A long gap (a huge prefill beside this stream): an SSE comment keeps the connection and any proxy
+         * from timing it out. Clients ignore comment lines. */
+        if (weft_now() - s->last_out >= s->keepalive && !srv_buf_adds(&g->out, ": keep-alive\n\n"))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (g->out.len) continue;
         srv_gen_pump(g, SRV_WAKE_S);
     }
 }
@@ -231,18 +240,23 @@ static enum MHD_Result generate(conn_req *q, struct MHD_Connection *c, srv_kind 
     }
     const char *err = ok ? srv_gen_first_error(g) : NULL;
     enum MHD_Result ret;
-    if (!ok) ret = respond_error(q, c, &e);
-    else if (g->client_gone) q->status = 499, ret = MHD_NO; /* nobody to answer; MHD closes the socket */
-    else if (g->cancelled_shutdown && !srv_gen_any_started(g))
-        ret = respond_fail(q, c, 503, "shutting_down", 5, "the server is shutting down");
+    if (!ok)
+        ret = respond_error(q, c, &e);
+    else if (g->client_gone)
+        q->status = 499, ret = MHD_NO; /* nobody to answer; MHD closes the socket */
+    else if (srv_gen_refused(g))       /* queued and never ran: shutdown, or the engine had no room */
+        ret = g->cancelled_shutdown || atomic_load(&srv->stopping)
+                  ? respond_fail(q, c, 503, "shutting_down", 5, "the server is shutting down")
+                  : respond_fail(q, c, 503, "server_busy", 1,
+                                 g->ch[0].msg[0] ? g->ch[0].msg : "the server is busy");
     else if (err && (!s->r.stream || !srv_gen_any_started(g)))
         ret = respond_fail(q, c, 500, "engine_error", 0, err);
     else if (!s->r.stream) {
         srv_gen_usage(g, &q->prompt_tokens, &q->completion_tokens, &q->cached);
         ret = respond(q, c, 200, "application/json", srv_reply_json(g), 0);
     } else {
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s,
-                                                                   stream_free);
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_free);
         if (!r) {
             ret = respond_fail(q, c, 500, NULL, 0, "out of memory");
         } else {
@@ -253,6 +267,9 @@ static enum MHD_Result generate(conn_req *q, struct MHD_Connection *c, srv_kind 
             q->streaming = q->answered = true;
             q->status = 200;
             s->log = *q;
+            s->last_out = weft_now();
+            int idle = srv->cfg.idle_timeout_s;
+            s->keepalive = idle > 0 && idle < 30 ? idle / 2.0 : 15.0;
             s->log.body = (srv_buf){0};
             srv_metrics_status(&srv->metrics, 200);
             ret = MHD_queue_response(c, 200, r);
@@ -273,7 +290,8 @@ static enum MHD_Result dispatch(conn_req *q, struct MHD_Connection *c) {
     srv_error e;
     char *out;
     if (q->route == R_HEALTH) {
-        if (stopping) return respond(q, c, 503, "application/json", strdup("{\"status\":\"shutting_down\"}"), 5);
+        if (stopping)
+            return respond(q, c, 503, "application/json", strdup("{\"status\":\"shutting_down\"}"), 5);
         if (!ready) return respond(q, c, 503, "application/json", strdup("{\"status\":\"loading\"}"), 5);
         return respond(q, c, 200, "application/json", strdup("{\"status\":\"ok\"}"), 0);
     }
@@ -285,16 +303,20 @@ static enum MHD_Result dispatch(conn_req *q, struct MHD_Connection *c) {
     if (stopping) return respond_fail(q, c, 503, "shutting_down", 5, "the server is shutting down");
     if (!ready) return respond_fail(q, c, 503, "model_loading", 5, "the model is still loading");
     switch (q->route) {
-    case R_MODELS: return respond(q, c, 200, "application/json", srv_models_json(&srv->svc), 0);
-    case R_COMPLETIONS: return generate(q, c, SRV_COMPLETIONS);
-    case R_CHAT: return generate(q, c, SRV_CHAT);
+    case R_MODELS:
+        return respond(q, c, 200, "application/json", srv_models_json(&srv->svc), 0);
+    case R_COMPLETIONS:
+        return generate(q, c, SRV_COMPLETIONS);
+    case R_CHAT:
+        return generate(q, c, SRV_CHAT);
     case R_TOKENIZE:
         out = srv_tokenize_reply(&srv->svc, body, q->body.len, &e);
         return out ? respond(q, c, 200, "application/json", out, 0) : respond_error(q, c, &e);
     case R_DETOKENIZE:
         out = srv_detokenize_reply(&srv->svc, body, q->body.len, &e);
         return out ? respond(q, c, 200, "application/json", out, 0) : respond_error(q, c, &e);
-    default: return respond_fail(q, c, 404, "not_found", 0, "unknown route");
+    default:
+        return respond_fail(q, c, 404, "not_found", 0, "unknown route");
     }
 }
 
@@ -309,7 +331,8 @@ static route_id find_route(const char *url, bool *post) {
 }
 
 /* First call for a request: headers only. Answers at once what needs no body (404, 405, 401, 413). */
-static enum MHD_Result on_headers(conn_req *q, struct MHD_Connection *c, const char *url, const char *method) {
+static enum MHD_Result on_headers(conn_req *q, struct MHD_Connection *c, const char *url,
+                                  const char *method) {
     weft_server *srv = q->srv;
     bool post = false;
     q->route = find_route(url, &post);
@@ -326,14 +349,16 @@ static enum MHD_Result on_headers(conn_req *q, struct MHD_Connection *c, const c
     }
     if (!authorized(srv, c, q->route)) {
         srv_error e;
-        srv_fail(&e, 401, NULL, "invalid_api_key", "a valid API key is required (Authorization: Bearer KEY or "
-                                                   "x-api-key: KEY)");
+        srv_fail(&e, 401, NULL, "invalid_api_key",
+                 "a valid API key is required (Authorization: Bearer KEY or "
+                 "x-api-key: KEY)");
         return respond_error(q, c, &e);
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > srv->cfg.max_body_bytes) {
         char msg[160];
-        snprintf(msg, sizeof msg, "the request body is %.20s bytes; the limit is %zu", cl, srv->cfg.max_body_bytes);
+        snprintf(msg, sizeof msg, "the request body is %.20s bytes; the limit is %zu", cl,
+                 srv->cfg.max_body_bytes);
         return respond_fail(q, c, 413, "request_too_large", 0, msg);
     }
     return MHD_YES;
@@ -349,6 +374,7 @@ enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *c, const c
         if (!q) return MHD_NO;
         *con_cls = q;
         q->srv = srv;
+        atomic_fetch_add(&srv->active, 1); /* until on_completed: shutdown waits for the reply to be sent */
         q->t0 = weft_now();
         snprintf(q->method, sizeof q->method, "%s", method);
         snprintf(q->path, sizeof q->path, "%s", url);
@@ -382,7 +408,12 @@ void srv_http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_req *q = *con_cls;
     if (!q) return;
     if (!q->streaming && q->status) access_log(q->srv, q);
+    weft_server *srv = q->srv;
     srv_buf_free(&q->body);
     free(q);
     *con_cls = NULL;
+    pthread_mutex_lock(&srv->mu);
+    atomic_fetch_sub(&srv->active, 1);
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
 }

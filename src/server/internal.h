@@ -3,14 +3,15 @@
 #define WEFT_SERVER_INTERNAL_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <jansson.h>
 #include "weft/server.h"
 
-#define SRV_MAX_CHOICES 64   /* prompts x n per request */
-#define SRV_MAX_STOPS 16     /* stop strings per request */
-#define SRV_MAX_STOP_LEN 512 /* bytes per stop string */
-#define SRV_WAKE_S 0.05      /* every wait wakes this often to check the peer and shutdown */
+#define SRV_MAX_CHOICES  64   /* prompts x n per request */
+#define SRV_MAX_STOPS    16   /* stop strings per request */
+#define SRV_MAX_STOP_LEN 512  /* bytes per stop string */
+#define SRV_WAKE_S       0.05 /* every wait wakes this often to check the peer and shutdown */
 
 /* ---- growable byte buffer (util.c) ---- */
 typedef struct srv_buf {
@@ -32,12 +33,12 @@ int srv_utf8_seq(const unsigned char *s, size_t n);
 
 /* ---- errors (util.c) ---- */
 typedef struct srv_error {
-    int status;          /* HTTP status */
-    const char *type;    /* "invalid_request_error", ... */
-    const char *code;    /* NULL or "context_length_exceeded", ... */
-    char param[96];      /* "" = null */
+    int status;       /* HTTP status */
+    const char *type; /* "invalid_request_error", ... */
+    const char *code; /* NULL or "context_length_exceeded", ... */
+    char param[96];   /* "" = null */
     char message[640];
-    int retry_after;     /* seconds, for 503; 0 = none */
+    int retry_after; /* seconds, for 503; 0 = none */
 } srv_error;
 bool srv_fail(srv_error *e, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -50,7 +51,7 @@ typedef enum srv_kind { SRV_COMPLETIONS = 0, SRV_CHAT = 1 } srv_kind;
 typedef struct srv_prompt {
     int32_t *ids; /* [n] malloc'd */
     int n;
-    char *text;   /* the prompt as text (string prompts; NULL for id prompts), for echo */
+    char *text;     /* the prompt as text (string prompts; NULL for id prompts), for echo */
     int max_tokens; /* the reply limit for this prompt (request's, or min(--max-tokens, context - n)) */
 } srv_prompt;
 
@@ -58,7 +59,7 @@ typedef struct srv_request {
     srv_kind kind;
     srv_prompt *prompts; /* [n_prompts] */
     int n_prompts;
-    int n;               /* choices per prompt */
+    int n;                  /* choices per prompt */
     weft_sampling sampling; /* seed unset here; logit_bias -> bias */
     bool seed_given;
     uint64_t seed;
@@ -67,7 +68,7 @@ typedef struct srv_request {
     char *stops[SRV_MAX_STOPS];
     int n_stops;
     bool ignore_eos, stream, include_usage, echo, draft, return_token_ids;
-    int logprobs;        /* -1: none; else number of top entries (0..20) */
+    int logprobs;            /* -1: none; else number of top entries (0..20) */
     bool split_reasoning;    /* chat + template that thinks */
     bool start_in_reasoning; /* the rendered prompt ends inside an open <think> */
 } srv_request;
@@ -83,8 +84,8 @@ bool srv_get_bool(json_t *o, const char *key, bool *out, srv_error *e);
 bool srv_get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, bool *given,
                  srv_error *e);
 /* request_chat.c: messages → rendered prompt ids (one prompt). */
-bool srv_parse_chat(const weft_model_service *svc, const weft_server_config *cfg, json_t *root, srv_request *r,
-                    srv_error *e);
+bool srv_parse_chat(const weft_model_service *svc, const weft_server_config *cfg, json_t *root,
+                    srv_request *r, srv_error *e);
 
 /* ---- text pipeline: UTF-8 reassembly, stop strings, reasoning split (stopstr.c) ---- */
 typedef struct srv_textpipe {
@@ -92,12 +93,12 @@ typedef struct srv_textpipe {
     int n_tail;
     const char *const *stops;
     int n_stops;
-    srv_buf held;  /* text held back because its end may begin a stop string */
-    bool stopped;  /* a stop string matched: nothing more is released */
-    bool split;    /* reasoning split on */
-    int mode;      /* 0 start (may open <think>), 1 reasoning, 2 content */
-    bool trim_ws;  /* drop leading whitespace of the current section */
-    srv_buf held2; /* text held back by the splitter (a possible marker prefix) */
+    srv_buf held;           /* text held back because its end may begin a stop string */
+    bool stopped;           /* a stop string matched: nothing more is released */
+    bool split;             /* reasoning split on */
+    int mode;               /* 0 start (may open <think>), 1 reasoning, 2 content */
+    bool trim_ws;           /* drop leading whitespace of the current section */
+    srv_buf held2;          /* text held back by the splitter (a possible marker prefix) */
     srv_buf scratch, clean; /* reused per feed (no allocation per token once warm) */
 } srv_textpipe;
 
@@ -114,7 +115,7 @@ void srv_textpipe_free(srv_textpipe *tp);
 
 /* ---- metrics (metrics.c) ---- */
 #define SRV_TTFT_BUCKETS 22
-#define SRV_E2E_BUCKETS 21
+#define SRV_E2E_BUCKETS  21
 typedef struct srv_metrics {
     pthread_mutex_t mu;
     uint64_t requests_by_status[9]; /* see k_codes in metrics.c */
@@ -148,7 +149,7 @@ struct weft_server {
     atomic_bool ready;
     atomic_bool stopping;   /* no new requests */
     atomic_bool cancelling; /* running requests must end now */
-    atomic_int active;      /* requests between submit and release */
+    atomic_int active;      /* requests from their headers until their reply was sent (or failed) */
     atomic_ullong next_id;
     uint64_t id_base;
     pthread_mutex_t mu;
@@ -160,34 +161,45 @@ struct weft_server {
 /* ---- generation (gen.c) ---- */
 typedef struct srv_gen srv_gen;
 
+/* The stop-string hook's state: its own detokenizer and matcher, used only on the engine thread. */
+typedef struct srv_stophook {
+    const weft_model_service *svc;
+    void *detok;
+    srv_textpipe tp;
+    srv_buf sink_c, sink_r; /* released text is not needed here */
+    int n_fed;
+    bool hit;
+} srv_stophook;
+
 typedef struct srv_choice {
     srv_gen *g;
     int index, prompt_index;
     uint64_t seed;
     void *handle;
-    /* mailbox, written by the engine's sink under g->mu */
-    int32_t *ids;          /* [cap] every token received */
-    weft_logprobs *lps;    /* [cap] when logprobs asked */
+    srv_stophook *hook;
+    /* what the engine sent (request thread only) */
+    int32_t *ids;       /* [cap] every token received */
+    weft_logprobs *lps; /* [cap] when logprobs asked */
     int cap, n_recv;
     bool overflow;
-    bool lp_missing;       /* logprobs were asked but the engine sent none */
+    bool lp_missing; /* logprobs were asked but the engine sent none */
     bool prefilled, finished;
     int cached;
     weft_srv_end end;
     char msg[256];
     weft_srv_gen_stats stats;
-    double t_first;        /* weft_now() of the first TOKENS event, 0 before */
-    /* consumer side (the request thread only) */
-    int n_seen;            /* tokens taken from the mailbox */
+    double t_first; /* weft_now() when the first token arrived, 0 before */
+    /* consumer side */
+    int n_seen; /* tokens moved through the text pipeline */
     bool prefill_seen;
-    int n_counted;         /* tokens that count (up to and including the one completing a stop) */
-    int *text_offset;      /* [cap] content length before each counted token (logprobs) */
+    int n_counted;    /* tokens that count (up to and including the one completing a stop) */
+    int *text_offset; /* [cap] content length before each counted token (logprobs) */
     void *detok;
     srv_textpipe tp;
     srv_buf content, reasoning;
-    bool stop_hit;         /* a stop string matched */
-    bool done;             /* finish_reason decided, text final */
-    const char *finish;    /* "stop" "length" "cancelled" "error" */
+    bool stop_hit;      /* a stop string matched */
+    bool done;          /* finish_reason decided, text final */
+    const char *finish; /* "stop" "length" "cancelled" "error" */
     /* streaming cursors */
     size_t sent_content, sent_reasoning;
     int sent_lp;
@@ -198,10 +210,9 @@ struct srv_gen {
     weft_server *srv;
     const weft_model_service *svc;
     srv_request *req;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
     srv_choice *ch;
     int n_ch;
+    int rr; /* round-robin cursor: which job a blocking wait goes to */
     double t0;
     char rid[136];
     char id[160];
@@ -209,23 +220,23 @@ struct srv_gen {
     bool started;            /* every choice was submitted */
     bool cancelled_shutdown; /* the server cancelled it for shutdown */
     bool client_gone;
-    bool released;
-    int fd;                  /* the client's socket, for peer checks */
+    int fd; /* the client's socket, for peer checks */
     /* streaming */
     srv_buf out;
     size_t out_off;
-    int phase;               /* 0 role chunks due, 1 content, 2 tail written ([DONE] queued) */
+    int phase; /* 0 role chunks due, 1 content, 2 tail written ([DONE] queued) */
     bool stream_error;
 };
 
 /* Builds the gen for r (takes no ownership of r; r must outlive the gen) and submits every choice. On failure
  * e says why (503/400/500). Either way the caller ends it with srv_gen_end. */
 bool srv_gen_start(srv_gen *g, weft_server *srv, srv_request *r, const char *rid, int fd, srv_error *e);
-/* Waits up to timeout_s for engine news, then moves it through each choice's text pipeline. Returns true
- * when something changed. */
+/* Takes the engine's events (waiting up to timeout_s when there are none) and moves new tokens through each
+ * choice's text pipeline. Returns true when something changed. */
 bool srv_gen_pump(srv_gen *g, double timeout_s);
 bool srv_gen_all_done(const srv_gen *g);
-bool srv_gen_any_started(srv_gen *g); /* any choice prefilled or produced tokens */
+bool srv_gen_any_started(const srv_gen *g); /* any choice prefilled or produced tokens */
+bool srv_gen_refused(const srv_gen *g);     /* every choice ended without running (REFUSED/CANCELLED) */
 /* Checks the peer and shutdown; cancels jobs when needed. Returns true when the client is gone. */
 bool srv_gen_watch(srv_gen *g);
 void srv_gen_cancel_all(srv_gen *g);

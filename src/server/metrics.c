@@ -8,11 +8,12 @@
 void srv_metrics_gen(srv_metrics *m, const srv_gen *g);
 
 static const int k_codes[9] = {200, 400, 401, 404, 405, 413, 500, 503, 0 /* other */};
-static const double k_ttft[SRV_TTFT_BUCKETS] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-                                                0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+static const double k_ttft[SRV_TTFT_BUCKETS] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                                0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
                                                 20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-static const double k_e2e[SRV_E2E_BUCKETS] = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0, 20.0,
-                                              30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+static const double k_e2e[SRV_E2E_BUCKETS] = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                              5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                              60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 static const char *const k_finish[4] = {"stop", "length", "cancelled", "error"};
 
 void srv_metrics_init(srv_metrics *m) {
@@ -20,7 +21,9 @@ void srv_metrics_init(srv_metrics *m) {
     pthread_mutex_init(&m->mu, NULL);
 }
 
-void srv_metrics_destroy(srv_metrics *m) { pthread_mutex_destroy(&m->mu); }
+void srv_metrics_destroy(srv_metrics *m) {
+    pthread_mutex_destroy(&m->mu);
+}
 
 void srv_metrics_status(srv_metrics *m, int status) {
     int i = 0;
@@ -81,31 +84,37 @@ typedef struct out_ctx {
 
 /* One reading under both names. type: "gauge" / "counter". extra: a label pair or NULL. */
 static void reading(out_ctx *o, const char *name, const char *type, const char *help, bool mirror, double v) {
-    o->ok &= srv_buf_printf(o->b, "# HELP weft:%s %s\n# TYPE weft:%s %s\nweft:%s %.17g\n", name, help, name, type,
-                            name, v);
+    o->ok &= srv_buf_printf(o->b, "# HELP weft:%s %s\n# TYPE weft:%s %s\nweft:%s %.17g\n", name, help, name,
+                            type, name, v);
     if (mirror)
-        o->ok &= srv_buf_printf(o->b, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\nvllm:%s%s %.17g\n", name, help, name,
-                                type, name, o->label, v);
+        o->ok &= srv_buf_printf(o->b, "# HELP vllm:%s %s\n# TYPE vllm:%s %s\nvllm:%s%s %.17g\n", name, help,
+                                name, type, name, o->label, v);
 }
 
-static void histogram(out_ctx *o, const char *prefix, const char *name, const char *help, const uint64_t *counts,
-                      const double *bounds, int n, double sum, uint64_t total, bool labelled) {
+static void histogram(out_ctx *o, const char *prefix, const char *name, const char *help,
+                      const uint64_t *counts, const double *bounds, int n, double sum, uint64_t total,
+                      bool labelled) {
     const char *lab = labelled ? o->label : "";
-    o->ok &= srv_buf_printf(o->b, "# HELP %s:%s %s\n# TYPE %s:%s histogram\n", prefix, name, help, prefix, name);
+    o->ok &=
+        srv_buf_printf(o->b, "# HELP %s:%s %s\n# TYPE %s:%s histogram\n", prefix, name, help, prefix, name);
     uint64_t cum = 0;
     /* labels: {model_name="x",le="..."} or {le="..."} */
     char head[300];
-    if (labelled) snprintf(head, sizeof head, "%.*s,", (int)strlen(lab) - 1, lab);
-    else snprintf(head, sizeof head, "{");
+    if (labelled)
+        snprintf(head, sizeof head, "%.*s,", (int)strlen(lab) - 1, lab);
+    else
+        snprintf(head, sizeof head, "{");
     for (int i = 0; i <= n; i++) {
         cum += counts[i];
-        if (i < n) o->ok &= srv_buf_printf(o->b, "%s:%s_bucket%sle=\"%g\"} %llu\n", prefix, name, head, bounds[i],
-                                           (unsigned long long)cum);
-        else o->ok &= srv_buf_printf(o->b, "%s:%s_bucket%sle=\"+Inf\"} %llu\n", prefix, name, head,
-                                     (unsigned long long)cum);
+        if (i < n)
+            o->ok &= srv_buf_printf(o->b, "%s:%s_bucket%sle=\"%g\"} %llu\n", prefix, name, head, bounds[i],
+                                    (unsigned long long)cum);
+        else
+            o->ok &= srv_buf_printf(o->b, "%s:%s_bucket%sle=\"+Inf\"} %llu\n", prefix, name, head,
+                                    (unsigned long long)cum);
     }
-    o->ok &= srv_buf_printf(o->b, "%s:%s_sum%s %.17g\n%s:%s_count%s %llu\n", prefix, name, lab, sum, prefix, name,
-                            lab, (unsigned long long)total);
+    o->ok &= srv_buf_printf(o->b, "%s:%s_sum%s %.17g\n%s:%s_count%s %llu\n", prefix, name, lab, sum, prefix,
+                            name, lab, (unsigned long long)total);
 }
 
 bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *b) {
@@ -115,9 +124,12 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
     const char *id = svc ? svc->model_id : "";
     o.ok &= srv_buf_adds(&lab, "{model_name=\"");
     for (const char *p = id; *p && o.ok; p++) {
-        if (*p == '\\' || *p == '"') o.ok &= srv_buf_add(&lab, "\\", 1) && srv_buf_add(&lab, p, 1);
-        else if (*p == '\n') o.ok &= srv_buf_adds(&lab, "\\n");
-        else o.ok &= srv_buf_add(&lab, p, 1);
+        if (*p == '\\' || *p == '"')
+            o.ok &= srv_buf_add(&lab, "\\", 1) && srv_buf_add(&lab, p, 1);
+        else if (*p == '\n')
+            o.ok &= srv_buf_adds(&lab, "\\n");
+        else
+            o.ok &= srv_buf_add(&lab, p, 1);
     }
     o.ok &= srv_buf_adds(&lab, "\"}");
     snprintf(o.label, sizeof o.label, "%s", lab.p ? lab.p : "");
@@ -126,7 +138,8 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
     weft_srv_engine_stats es = {-1, -1, -1, -1, -1, -1};
     if (svc && svc->stats) svc->stats(svc->ctx, &es);
     if (es.requests_running >= 0)
-        reading(&o, "num_requests_running", "gauge", "Requests admitted to rounds.", true, (double)es.requests_running);
+        reading(&o, "num_requests_running", "gauge", "Requests admitted to rounds.", true,
+                (double)es.requests_running);
     if (es.requests_waiting >= 0)
         reading(&o, "num_requests_waiting", "gauge", "Requests queued for admission.", true,
                 (double)es.requests_waiting);
@@ -137,10 +150,10 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
         reading(&o, "device_memory_bytes", "gauge", "Device memory used by weights and caches.", false,
                 (double)es.device_memory_bytes);
     if (es.prefix_cache_queries >= 0 && es.prefix_cache_hits >= 0) {
-        reading(&o, "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prompt cache.", true,
-                (double)es.prefix_cache_queries);
-        reading(&o, "prefix_cache_hits_total", "counter", "Prompt tokens resumed from the prompt cache.", true,
-                (double)es.prefix_cache_hits);
+        reading(&o, "prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prompt cache.",
+                true, (double)es.prefix_cache_queries);
+        reading(&o, "prefix_cache_hits_total", "counter", "Prompt tokens resumed from the prompt cache.",
+                true, (double)es.prefix_cache_hits);
     }
 
     pthread_mutex_lock(&m->mu);
@@ -150,10 +163,10 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
             (double)c.prompt_tokens);
     reading(&o, "generation_tokens_total", "counter", "Generated tokens of finished requests.", true,
             (double)c.generation_tokens);
-    reading(&o, "prompt_tokens_cached_total", "counter", "Prompt tokens resumed from the prompt cache.", false,
-            (double)c.cached_tokens);
-    reading(&o, "client_disconnections_total", "counter", "Requests whose client went away before the end.", false,
-            (double)c.disconnections);
+    reading(&o, "prompt_tokens_cached_total", "counter", "Prompt tokens resumed from the prompt cache.",
+            false, (double)c.cached_tokens);
+    reading(&o, "client_disconnections_total", "counter", "Requests whose client went away before the end.",
+            false, (double)c.disconnections);
     if (c.drafts_counted) {
         reading(&o, "spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed.", true,
                 (double)c.drafted);
@@ -163,10 +176,12 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
     o.ok &= srv_buf_adds(b, "# HELP weft:requests_total HTTP requests by status code.\n"
                             "# TYPE weft:requests_total counter\n");
     for (int i = 0; i < 9; i++)
-        if (k_codes[i]) o.ok &= srv_buf_printf(b, "weft:requests_total{code=\"%d\"} %llu\n", k_codes[i],
-                                               (unsigned long long)c.requests_by_status[i]);
-        else o.ok &= srv_buf_printf(b, "weft:requests_total{code=\"other\"} %llu\n",
-                                    (unsigned long long)c.requests_by_status[i]);
+        if (k_codes[i])
+            o.ok &= srv_buf_printf(b, "weft:requests_total{code=\"%d\"} %llu\n", k_codes[i],
+                                   (unsigned long long)c.requests_by_status[i]);
+        else
+            o.ok &= srv_buf_printf(b, "weft:requests_total{code=\"other\"} %llu\n",
+                                   (unsigned long long)c.requests_by_status[i]);
     o.ok &= srv_buf_adds(b, "# HELP weft:request_success_total Finished choices by finish_reason.\n"
                             "# TYPE weft:request_success_total counter\n");
     for (int f = 0; f < 4; f++)
@@ -180,10 +195,10 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
                                o.label + 1, (unsigned long long)c.finished[f]);
     const char *th = "Time from request arrival to its first generated token.";
     const char *eh = "Time from request arrival to its end.";
-    histogram(&o, "weft", "time_to_first_token_seconds", th, c.ttft_counts, k_ttft, SRV_TTFT_BUCKETS, c.ttft_sum,
-              c.ttft_n, false);
-    histogram(&o, "vllm", "time_to_first_token_seconds", th, c.ttft_counts, k_ttft, SRV_TTFT_BUCKETS, c.ttft_sum,
-              c.ttft_n, true);
+    histogram(&o, "weft", "time_to_first_token_seconds", th, c.ttft_counts, k_ttft, SRV_TTFT_BUCKETS,
+              c.ttft_sum, c.ttft_n, false);
+    histogram(&o, "vllm", "time_to_first_token_seconds", th, c.ttft_counts, k_ttft, SRV_TTFT_BUCKETS,
+              c.ttft_sum, c.ttft_n, true);
     histogram(&o, "weft", "e2e_request_latency_seconds", eh, c.e2e_counts, k_e2e, SRV_E2E_BUCKETS, c.e2e_sum,
               c.e2e_n, false);
     histogram(&o, "vllm", "e2e_request_latency_seconds", eh, c.e2e_counts, k_e2e, SRV_E2E_BUCKETS, c.e2e_sum,

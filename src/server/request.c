@@ -34,14 +34,16 @@ bool srv_get_int(json_t *o, const char *key, long long lo, long long hi, long lo
 }
 
 /* A number (integer or real) in [lo, hi]; excl_lo makes the low end exclusive. */
-static bool get_num(json_t *o, const char *key, double lo, double hi, bool excl_lo, double *out, srv_error *e) {
+static bool get_num(json_t *o, const char *key, double lo, double hi, bool excl_lo, double *out,
+                    srv_error *e) {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return true;
     if (!json_is_number(v)) return srv_fail(e, 400, key, NULL, "`%s` must be a number", key);
     double x = json_number_value(v);
     if (!isfinite(x) || x < lo || x > hi || (excl_lo && x == lo)) {
         if (hi == DBL_MAX)
-            return srv_fail(e, 400, key, NULL, "`%s` must be %s %g, got %g", key, excl_lo ? ">" : ">=", lo, x);
+            return srv_fail(e, 400, key, NULL, "`%s` must be %s %g, got %g", key, excl_lo ? ">" : ">=", lo,
+                            x);
         return srv_fail(e, 400, key, NULL, "`%s` must be between %g and %g, got %g", key, lo, hi, x);
     }
     *out = x;
@@ -83,7 +85,8 @@ static bool parse_bias(json_t *root, const weft_model_service *svc, srv_request 
     json_t *v = json_object_get(root, "logit_bias");
     if (!v || json_is_null(v)) return true;
     if (!json_is_object(v))
-        return srv_fail(e, 400, "logit_bias", NULL, "`logit_bias` must be an object mapping token ids to numbers");
+        return srv_fail(e, 400, "logit_bias", NULL,
+                        "`logit_bias` must be an object mapping token ids to numbers");
     size_t n = json_object_size(v);
     if (!n) return true;
     r->bias = calloc(n, sizeof *r->bias);
@@ -141,8 +144,8 @@ static bool check_model(json_t *root, const weft_model_service *svc, srv_error *
     if (!strcmp(m, svc->model_id)) return true;
     for (int i = 0; i < svc->n_aliases; i++)
         if (!strcmp(m, svc->aliases[i])) return true;
-    return srv_fail(e, 404, "model", "model_not_found", "The model `%.200s` does not exist; this server serves `%.200s`",
-                    m, svc->model_id);
+    return srv_fail(e, 404, "model", "model_not_found",
+                    "The model `%.200s` does not exist; this server serves `%.200s`", m, svc->model_id);
 }
 
 /* Takes ownership of ids (also on failure). */
@@ -181,7 +184,8 @@ static bool id_prompt(const weft_model_service *svc, srv_request *r, json_t *a, 
             free(ids);
             if (!json_is_integer(t))
                 return srv_fail(e, 400, "prompt", NULL, "`prompt` token ids must be integers");
-            return srv_fail(e, 400, "prompt", NULL, "`prompt` token id %lld is outside the vocabulary (0..%d)", id,
+            return srv_fail(e, 400, "prompt", NULL,
+                            "`prompt` token id %lld is outside the vocabulary (0..%d)", id,
                             svc->vocab_size - 1);
         }
         ids[i] = (int32_t)id;
@@ -191,11 +195,13 @@ static bool id_prompt(const weft_model_service *svc, srv_request *r, json_t *a, 
 
 static bool parse_prompt(const weft_model_service *svc, json_t *root, srv_request *r, srv_error *e) {
     json_t *v = json_object_get(root, "prompt");
-    const char *shape = "`prompt` must be a string, a list of token ids, or a list of strings or of token-id lists";
+    const char *shape =
+        "`prompt` must be a string, a list of token ids, or a list of strings or of token-id lists";
     if (!v || json_is_null(v)) return srv_fail(e, 400, "prompt", NULL, "`prompt` is required");
     size_t n = 1;
-    bool all_int = true, all_str = true, all_arr = true;
+    bool all_int = true, all_str = true;
     if (json_is_array(v)) {
+        bool all_arr = true;
         n = json_array_size(v);
         if (!n) return srv_fail(e, 400, "prompt", NULL, "`prompt` must not be an empty list");
         for (size_t i = 0; i < n; i++) {
@@ -204,14 +210,16 @@ static bool parse_prompt(const weft_model_service *svc, json_t *root, srv_reques
             all_str &= json_is_string(x);
             all_arr &= json_is_array(x);
         }
-        if (all_int) n = 1;
-        else if (!all_str && !all_arr) return srv_fail(e, 400, "prompt", NULL, "%s", shape);
+        if (all_int)
+            n = 1;
+        else if (!all_str && !all_arr)
+            return srv_fail(e, 400, "prompt", NULL, "%s", shape);
     } else if (!json_is_string(v)) {
         return srv_fail(e, 400, "prompt", NULL, "%s", shape);
     }
     if (n * (size_t)r->n > SRV_MAX_CHOICES)
-        return srv_fail(e, 400, "prompt", NULL, "%zu prompts x n=%d choices is more than the %d allowed", n, r->n,
-                        SRV_MAX_CHOICES);
+        return srv_fail(e, 400, "prompt", NULL, "%zu prompts x n=%d choices is more than the %d allowed", n,
+                        r->n, SRV_MAX_CHOICES);
     r->prompts = calloc(n, sizeof *r->prompts);
     if (!r->prompts) return srv_fail(e, 500, NULL, NULL, "out of memory");
     if (json_is_string(v)) return text_prompt(svc, r, v, e);
@@ -235,17 +243,20 @@ static bool size_prompts(const weft_model_service *svc, const weft_server_config
         long long need = (long long)p->n + (given ? max_tokens : 1);
         if (need > ctx) {
             if (given)
-                return srv_fail(e, 400, "max_tokens", "context_length_exceeded",
-                                "This model's maximum context length is %d tokens. However, you requested %lld "
-                                "tokens (%d in the prompt, %lld for the completion). Reduce the prompt or "
-                                "max_tokens.",
-                                ctx, need, p->n, max_tokens);
-            return srv_fail(e, 400, r->kind == SRV_CHAT ? "messages" : "prompt", "context_length_exceeded",
-                            "This model's maximum context length is %d tokens. However, the prompt has %d tokens, "
-                            "which leaves no room for a completion.",
-                            ctx, p->n);
+                return srv_fail(
+                    e, 400, "max_tokens", "context_length_exceeded",
+                    "This model's maximum context length is %d tokens. However, you requested %lld "
+                    "tokens (%d in the prompt, %lld for the completion). Reduce the prompt or "
+                    "max_tokens.",
+                    ctx, need, p->n, max_tokens);
+            return srv_fail(
+                e, 400, r->kind == SRV_CHAT ? "messages" : "prompt", "context_length_exceeded",
+                "This model's maximum context length is %d tokens. However, the prompt has %d tokens, "
+                "which leaves no room for a completion.",
+                ctx, p->n);
         }
-        if (given) p->max_tokens = (int)max_tokens;
+        if (given)
+            p->max_tokens = (int)max_tokens;
         else {
             long long room = ctx - p->n, lim = cfg->max_tokens > 0 ? cfg->max_tokens : room;
             p->max_tokens = (int)(lim < room ? lim : room);
@@ -275,7 +286,8 @@ static bool parse_fields(const weft_model_service *svc, json_t *root, srv_reques
     if (!srv_get_bool(root, "stream", &r->stream, e)) return false;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
-        if (!json_is_object(so)) return srv_fail(e, 400, "stream_options", NULL, "`stream_options` must be an object");
+        if (!json_is_object(so))
+            return srv_fail(e, 400, "stream_options", NULL, "`stream_options` must be an object");
         json_t *iu = json_object_get(so, "include_usage");
         if (iu && !json_is_null(iu) && !json_is_boolean(iu))
             return srv_fail(e, 400, "stream_options.include_usage", NULL,
@@ -290,8 +302,9 @@ static bool parse_fields(const weft_model_service *svc, json_t *root, srv_reques
     if (r->kind == SRV_COMPLETIONS) {
         if (!srv_get_bool(root, "echo", &r->echo, e)) return false;
         if (r->echo && r->logprobs >= 0)
-            return srv_fail(e, 400, "echo", NULL,
-                            "`echo` together with `logprobs` is not supported (prompt logprobs are not computed)");
+            return srv_fail(
+                e, 400, "echo", NULL,
+                "`echo` together with `logprobs` is not supported (prompt logprobs are not computed)");
     }
     return true;
 }
@@ -312,7 +325,8 @@ bool srv_parse_request(const weft_model_service *svc, const weft_server_config *
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     bool ok = false;
     if (!root) {
-        srv_fail(e, 400, NULL, NULL, "malformed JSON body: %s (line %d, column %d)", je.text, je.line, je.column);
+        srv_fail(e, 400, NULL, NULL, "malformed JSON body: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
         goto out;
     }
     if (!json_is_object(root)) {

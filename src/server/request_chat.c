@@ -32,7 +32,8 @@ static bool flatten_content(json_t *m, size_t i, const char *role, srv_buf *text
             if (!srv_buf_add(text, json_string_value(s), json_string_length(s)))
                 return srv_fail(e, 500, NULL, NULL, "out of memory");
         } else if (strstr(t, "image") || strstr(t, "audio") || strstr(t, "video") || !strcmp(t, "file")) {
-            return srv_fail(e, 400, param, NULL, "`%s`: %.40s input is not supported by this model", param, t);
+            return srv_fail(e, 400, param, NULL, "`%s`: %.40s input is not supported by this model", param,
+                            t);
         } else {
             return srv_fail(e, 400, param, NULL, "`%s`: unknown content part type \"%.40s\"", param, t);
         }
@@ -63,7 +64,8 @@ static json_t *normalize_messages(json_t *root, srv_error *e) {
         for (size_t k = 0; r && k < sizeof k_roles / sizeof k_roles[0]; k++) known |= !strcmp(r, k_roles[k]);
         if (!known) {
             snprintf(param, sizeof param, "messages[%zu].role", i);
-            srv_fail(e, 400, param, NULL, "`%s` must be one of system, developer, user, assistant, tool", param);
+            srv_fail(e, 400, param, NULL, "`%s` must be one of system, developer, user, assistant, tool",
+                     param);
             goto fail;
         }
         text.len = 0;
@@ -119,8 +121,8 @@ static bool ends_in_think(const char *s) {
     return open && (!close || close < open);
 }
 
-bool srv_parse_chat(const weft_model_service *svc, const weft_server_config *cfg, json_t *root, srv_request *r,
-                    srv_error *e) {
+bool srv_parse_chat(const weft_model_service *svc, const weft_server_config *cfg, json_t *root,
+                    srv_request *r, srv_error *e) {
     if (!svc->has_chat_template || !svc->has_tokenizer)
         return srv_fail(e, 400, "messages", NULL,
                         "this model has no %s: use /v1/completions with a token-id prompt",

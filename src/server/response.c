@@ -18,7 +18,9 @@ json_t *srv_usage_json(const srv_gen *g) {
     return u;
 }
 
-static bool want_ids(const srv_gen *g) { return g->req->return_token_ids || !g->svc->has_tokenizer; }
+static bool want_ids(const srv_gen *g) {
+    return g->req->return_token_ids || !g->svc->has_tokenizer;
+}
 
 static json_t *ids_json(const srv_choice *c) {
     json_t *a = json_array();
@@ -84,7 +86,9 @@ static const char *piece(const srv_gen *g, int32_t id, size_t *len, srv_buf *tmp
     return tmp->p ? tmp->p : "";
 }
 
-static json_t *lp_value(float v) { return json_real(isfinite(v) ? (double)v : -9999.0); }
+static json_t *lp_value(float v) {
+    return json_real(isfinite(v) ? (double)v : -9999.0);
+}
 
 static json_t *bytes_json(const char *p, size_t n) {
     json_t *a = json_array();
@@ -134,12 +138,14 @@ json_t *srv_logprobs_json(const srv_gen *g, const srv_choice *c, int from, int t
                 s.len = 0;
                 p = piece(g, l->top_ids[k], &n, &tmp);
                 srv_buf_add_utf8_lossy(&s, p, n);
-                if (!json_object_get(d, s.p ? s.p : "")) json_object_set_new(d, s.p ? s.p : "", lp_value(l->top_logprobs[k]));
+                if (!json_object_get(d, s.p ? s.p : ""))
+                    json_object_set_new(d, s.p ? s.p : "", lp_value(l->top_logprobs[k]));
             }
             s.len = 0;
             p = piece(g, c->ids[i], &n, &tmp);
             srv_buf_add_utf8_lossy(&s, p, n);
-            if (!json_object_get(d, s.p ? s.p : "")) json_object_set_new(d, s.p ? s.p : "", lp_value(l->logprob));
+            if (!json_object_get(d, s.p ? s.p : ""))
+                json_object_set_new(d, s.p ? s.p : "", lp_value(l->logprob));
             srv_buf_free(&s);
             json_array_append_new(tops, d);
             json_array_append_new(offs, json_integer(c->text_offset[i]));
@@ -180,8 +186,9 @@ char *srv_reply_json(const srv_gen *g) {
         } else {
             json_object_set_new(o, "text", json_stringn(c->content.p, c->content.len));
         }
-        json_object_set_new(o, "logprobs", g->req->logprobs >= 0 ? srv_logprobs_json(g, c, 0, c->n_counted, chat)
-                                                                  : json_null());
+        json_object_set_new(o, "logprobs",
+                            g->req->logprobs >= 0 ? srv_logprobs_json(g, c, 0, c->n_counted, chat)
+                                                  : json_null());
         json_object_set_new(o, "finish_reason", json_string(c->finish ? c->finish : "error"));
         json_array_append_new(choices, o);
     }

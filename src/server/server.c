@@ -13,8 +13,9 @@
 #include <openssl/evp.h>
 #include "internal.h"
 
-enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                    const char *version, const char *upload, size_t *upload_size, void **con_cls);
+enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **con_cls);
 void srv_http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                            enum MHD_RequestTerminationCode toe);
 
@@ -24,6 +25,7 @@ void weft_server_config_default(weft_server_config *cfg) {
     cfg->port = 8080;
     cfg->max_body_bytes = (size_t)32 << 20;
     cfg->max_connections = 1024;
+    cfg->idle_timeout_s = 120;
     cfg->max_tokens = 4096;
     cfg->defaults.temperature = 1.0;
     cfg->defaults.top_p = 1.0;
@@ -58,7 +60,8 @@ weft_status weft_server_create(const weft_server_config *cfg, weft_server **out,
         }
         for (int i = 0; i < cfg->n_api_keys; i++) {
             unsigned int dl = 32;
-            EVP_Digest(cfg->api_keys[i], strlen(cfg->api_keys[i]), s->key_digests[i], &dl, EVP_sha256(), NULL);
+            EVP_Digest(cfg->api_keys[i], strlen(cfg->api_keys[i]), s->key_digests[i], &dl, EVP_sha256(),
+                       NULL);
         }
         s->n_keys = cfg->n_api_keys;
     }
@@ -81,6 +84,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     while (n && line[n - 1] == '\n') line[--n] = 0;
+    /* A stream ended because its client left (we return END_WITH_ERROR): already in the access log as 499. */
+    if (strstr(line, "application error generating response") ||
+        strstr(line, "Application reported internal error"))
+        return;
     fprintf(stderr, "weft: http: %s\n", line);
 }
 
@@ -90,7 +97,9 @@ static weft_status listen_on(weft_server *s, weft_err *err) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(s->cfg.host, port, &hints, &res);
-    if (rc) return weft_err_set(err, WEFT_EIO, "server: cannot resolve --host %s: %s", s->cfg.host, gai_strerror(rc));
+    if (rc)
+        return weft_err_set(err, WEFT_EIO, "server: cannot resolve --host %s: %s", s->cfg.host,
+                            gai_strerror(rc));
     int last = 0;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -123,33 +132,43 @@ weft_status weft_server_start(weft_server *s, weft_err *err) {
     if (s->daemon) return weft_err_set(err, WEFT_EINVAL, "server: already started");
     weft_status st = listen_on(s, err);
     if (st) return st;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG;
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, srv_http_on_request, s, MHD_OPTION_LISTEN_SOCKET,
-                                 s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, srv_http_on_completed, s,
+    unsigned flags =
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, srv_http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 mhd_log, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+                                 MHD_OPTION_NOTIFY_COMPLETED, srv_http_on_completed, s,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                                 s, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_TIMEOUT,
+                                 (unsigned)(s->cfg.idle_timeout_s > 0 ? s->cfg.idle_timeout_s : 0), MHD_OPTION_END);
     if (!s->daemon) {
         close(s->listen_fd);
         s->listen_fd = -1;
-        return weft_err_set(err, WEFT_EIO, "server: libmicrohttpd failed to start on %s:%d", s->cfg.host, s->port);
+        return weft_err_set(err, WEFT_EIO, "server: libmicrohttpd failed to start on %s:%d", s->cfg.host,
+                            s->port);
     }
     return WEFT_OK;
 }
 
-int weft_server_port(const weft_server *s) { return s && s->daemon ? s->port : 0; }
+int weft_server_port(const weft_server *s) {
+    return s && s->daemon ? s->port : 0;
+}
 
 weft_status weft_server_attach(weft_server *s, const weft_model_service *svc, weft_err *err) {
     if (atomic_load(&s->ready)) return weft_err_set(err, WEFT_EINVAL, "server: a model is already attached");
     const char *missing = NULL;
-    if (!svc->model_id || !svc->model_id[0]) missing = "model_id";
-    else if (svc->context_length <= 0) missing = "context_length";
-    else if (svc->vocab_size <= 0) missing = "vocab_size";
-    else if (!svc->submit || !svc->cancel || !svc->release) missing = "submit/cancel/release";
-    else if (svc->has_tokenizer && (!svc->tokenize || !svc->detok_new || !svc->detok_feed || !svc->detok_free))
+    if (!svc->model_id || !svc->model_id[0])
+        missing = "model_id";
+    else if (svc->context_length <= 0)
+        missing = "context_length";
+    else if (svc->vocab_size <= 0)
+        missing = "vocab_size";
+    else if (!svc->submit || !svc->cancel || !svc->release)
+        missing = "submit/cancel/release";
+    else if (svc->has_tokenizer &&
+             (!svc->tokenize || !svc->detok_new || !svc->detok_feed || !svc->detok_free))
         missing = "tokenize/detok_new/detok_feed/detok_free";
-    else if (svc->has_chat_template && !svc->render_chat) missing = "render_chat";
+    else if (svc->has_chat_template && !svc->render_chat)
+        missing = "render_chat";
     if (missing) return weft_err_set(err, WEFT_EINVAL, "server: the model service lacks %s", missing);
     s->svc = *svc;
     atomic_store(&s->ready, true); /* publishes s->svc to the request threads */
@@ -182,9 +201,13 @@ void weft_server_shutdown(weft_server *s, double grace_s) {
     if (lfd >= 0) close(lfd);
     s->listen_fd = -1;
     if (grace_s > 0) wait_idle(s, weft_now() + grace_s);
-    atomic_store(&s->cancelling, true); /* request threads cancel their jobs at their next wake-up */
-    while (!wait_idle(s, weft_now() + 30))
-        fprintf(stderr, "weft: shutdown: %d requests still ending\n", atomic_load(&s->active));
+    atomic_store(&s->cancelling,
+                 true); /* request threads mark (or cancel) their jobs at their next wake-up */
+    if (atomic_load(&s->ready) && s->svc.stop) s->svc.stop(s->svc.ctx);
+    /* Cancelled jobs end within a round; what is left after that is a client not reading its reply. */
+    if (!wait_idle(s, weft_now() + 30))
+        fprintf(stderr, "weft: shutdown: closing %d connections that did not finish\n",
+                atomic_load(&s->active));
     MHD_stop_daemon(s->daemon); /* closes idle keep-alive connections and joins their threads */
     s->daemon = NULL;
 }

@@ -29,7 +29,9 @@ void srv_textpipe_free(srv_textpipe *tp) {
     srv_buf_free(&tp->clean);
 }
 
-static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+static bool is_ws(char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 /* Length of the longest suffix of s[0..n) that is a proper prefix of m (m_len bytes). */
 static size_t suffix_prefix(const char *s, size_t n, const char *m, size_t m_len) {
@@ -175,8 +177,10 @@ bool srv_textpipe_finish(srv_textpipe *tp, srv_buf *content, srv_buf *reasoning)
     srv_buf *h = &tp->held2;
     if (h->len) {
         bool ok = true;
-        if (tp->mode == 1) ok = add_trim(reasoning, h->p, h->len, &tp->trim_ws);
-        else if (tp->mode == 0) ok = srv_buf_add(content, h->p, h->len);
+        if (tp->mode == 1)
+            ok = add_trim(reasoning, h->p, h->len, &tp->trim_ws);
+        else if (tp->mode == 0)
+            ok = srv_buf_add(content, h->p, h->len);
         if (!ok) oom = true;
         h->len = 0;
     }

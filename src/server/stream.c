@@ -15,7 +15,9 @@ bool srv_sse_json(srv_buf *out, json_t *j) {
     return ok;
 }
 
-bool srv_sse_done(srv_buf *out) { return srv_buf_adds(out, "data: [DONE]\n\n"); }
+bool srv_sse_done(srv_buf *out) {
+    return srv_buf_adds(out, "data: [DONE]\n\n");
+}
 
 static json_t *chunk_head(const srv_gen *g) {
     bool chat = g->req->kind == SRV_CHAT;
@@ -56,7 +58,8 @@ static bool error_event(srv_gen *g, const char *code, const char *msg) {
     srv_error e;
     srv_fail(&e, 500, NULL, code, "%s", msg);
     char *s = srv_error_json(&e);
-    bool ok = s && srv_buf_adds(&g->out, "data: ") && srv_buf_adds(&g->out, s) && srv_buf_adds(&g->out, "\n\n");
+    bool ok =
+        s && srv_buf_adds(&g->out, "data: ") && srv_buf_adds(&g->out, s) && srv_buf_adds(&g->out, "\n\n");
     free(s);
     return ok;
 }
@@ -72,7 +75,8 @@ static bool emit_choice(srv_gen *g, srv_choice *c) {
     int lp_to = g->req->logprobs >= 0 ? c->n_counted : c->sent_lp;
     size_t n = c->content.len - c->sent_content;
     if (c->done || n || lp_to > c->sent_lp) {
-        if (!choice_chunk(g, c, "content", c->content.p + c->sent_content, n, false, c->sent_lp, lp_to, c->done))
+        if (!choice_chunk(g, c, "content", c->content.p + c->sent_content, n, false, c->sent_lp, lp_to,
+                          c->done))
             return false;
         c->sent_content = c->content.len;
         c->sent_lp = lp_to;

@@ -7,7 +7,8 @@ static json_t *load_object(const char *body, size_t len, srv_error *e) {
     json_error_t je;
     json_t *root = json_loadb(body, len, 0, &je);
     if (!root) {
-        srv_fail(e, 400, NULL, NULL, "malformed JSON body: %s (line %d, column %d)", je.text, je.line, je.column);
+        srv_fail(e, 400, NULL, NULL, "malformed JSON body: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
         return NULL;
     }
     if (!json_is_object(root)) {
@@ -81,7 +82,8 @@ char *srv_detokenize_reply(const weft_model_service *svc, const char *body, size
     for (size_t i = 0; i < json_array_size(t); i++) {
         json_t *x = json_array_get(t, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= svc->vocab_size) {
-            srv_fail(e, 400, "tokens", NULL, "`tokens[%zu]` is not a token id in 0..%d", i, svc->vocab_size - 1);
+            srv_fail(e, 400, "tokens", NULL, "`tokens[%zu]` is not a token id in 0..%d", i,
+                     svc->vocab_size - 1);
             goto done;
         }
     }

@@ -1,4 +1,5 @@
-/* src/server/util.c — byte buffers, UTF-8 checks, OpenAI error objects, seed and token_sha (SPEC §5.3-5.4). */
+/* src/server/util.c — byte buffers, UTF-8 checks, OpenAI error objects, seed and token_sha (SPEC §5.3-5.4).
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,9 @@ bool srv_buf_add(srv_buf *b, const char *s, size_t n) {
     return true;
 }
 
-bool srv_buf_adds(srv_buf *b, const char *s) { return srv_buf_add(b, s, strlen(s)); }
+bool srv_buf_adds(srv_buf *b, const char *s) {
+    return srv_buf_add(b, s, strlen(s));
+}
 
 bool srv_buf_printf(srv_buf *b, const char *fmt, ...) {
     va_list ap;
@@ -55,15 +58,24 @@ int srv_utf8_seq(const unsigned char *s, size_t n) {
     int len;
     unsigned lo = 0x80, hi = 0xBF;
     if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) len = 3, hi = 0x9F;
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) len = 4, hi = 0x8F;
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c == 0xE0)
+        len = 3, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC)
+        len = 3;
+    else if (c == 0xED)
+        len = 3, hi = 0x9F;
+    else if (c >= 0xEE && c <= 0xEF)
+        len = 3;
+    else if (c == 0xF0)
+        len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+        len = 4;
+    else if (c == 0xF4)
+        len = 4, hi = 0x8F;
+    else
+        return 0;
     for (int i = 1; i < len; i++) {
         if ((size_t)i >= n) return -(len - i);
         unsigned b = s[i];
@@ -85,12 +97,15 @@ bool srv_buf_add_utf8_lossy(srv_buf *b, const char *s, size_t n) {
         if (!srv_buf_add(b, s + run, i - run)) return false;
         /* The maximal invalid subpart: the lead byte plus the continuation bytes that were still valid. */
         size_t skip = 1;
-        if (k < 0) skip = n - i;
+        if (k < 0)
+            skip = n - i;
         else {
             while (i + skip < n && skip < 4) {
                 int kk = srv_utf8_seq(u + i, skip + 1);
-                if (kk < 0) skip++;
-                else break;
+                if (kk < 0)
+                    skip++;
+                else
+                    break;
             }
             /* skip bytes formed a valid-so-far prefix that then broke */
         }
@@ -106,10 +121,18 @@ bool srv_fail(srv_error *e, int status, const char *param, const char *code, con
     e->code = code;
     e->retry_after = 0;
     switch (status) {
-    case 401: e->type = "authentication_error"; break;
-    case 500: e->type = "server_error"; break;
-    case 503: e->type = "server_error"; break;
-    default: e->type = "invalid_request_error"; break;
+    case 401:
+        e->type = "authentication_error";
+        break;
+    case 500:
+        e->type = "server_error";
+        break;
+    case 503:
+        e->type = "server_error";
+        break;
+    default:
+        e->type = "invalid_request_error";
+        break;
     }
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
     va_list ap;
@@ -131,8 +154,10 @@ char *srv_error_json(const srv_error *e) {
     json_t *in = json_object();
     srv_json_string(in, "message", e->message, strlen(e->message));
     json_object_set_new(in, "type", json_string(e->type ? e->type : "invalid_request_error"));
-    if (e->param[0]) srv_json_string(in, "param", e->param, strlen(e->param));
-    else json_object_set_new(in, "param", json_null());
+    if (e->param[0])
+        srv_json_string(in, "param", e->param, strlen(e->param));
+    else
+        json_object_set_new(in, "param", json_null());
     json_object_set_new(in, "code", e->code ? json_string(e->code) : json_null());
     json_t *root = json_object();
     json_object_set_new(root, "error", in);

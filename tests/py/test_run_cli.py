@@ -35,7 +35,7 @@ def test_stories_greedy_ids_match_llamacpp(gguf, golden, tmp_path):
     for entry in g["generations"]:
         ids = ",".join(str(i) for i in entry["prompt_ids_with_bos"])
         report = tmp_path / "r.json"
-        run(str(STORIES / gguf), "--tokens", ids, "--max-tokens", "32", "--temperature", "0", "--ignore-eos",
+        run("run", str(STORIES / gguf), "--tokens", ids, "--max-tokens", "32", "--temperature", "0", "--ignore-eos",
             "--report", str(report))
         r = json.loads(report.read_text())
         assert r["token_ids"] == entry["completion_ids_first32"], entry["prompt"]
@@ -46,7 +46,7 @@ def test_stories_greedy_ids_match_llamacpp(gguf, golden, tmp_path):
 def test_stories_prompt_text_matches_completion(gguf, golden):
     g = json.loads((STORIES / golden).read_text())
     entry = g["generations"][0]
-    p = run(str(STORIES / gguf), "--prompt", entry["prompt"], "--temperature", "0")
+    p = run("run", str(STORIES / gguf), "--prompt", entry["prompt"], "--temperature", "0")
     # llama.cpp's completion call tokenizes the prompt itself: weft's text must begin with its 64 tokens.
     assert p.stdout.startswith(entry["completion"]), (p.stdout[:200], entry["completion"][:200])
 

@@ -6,13 +6,15 @@ add_library(weft_server_core STATIC EXCLUDE_FROM_ALL ${WEFT_SERVER_CORE_SRCS})
 target_link_libraries(weft_server_core PUBLIC weft_util PkgConfig::MHD PkgConfig::JANSSON OpenSSL::Crypto
                       Threads::Threads)
 
-if(EXISTS ${CMAKE_SOURCE_DIR}/tests/unit/test_server_stream.c)
-  weft_add_test(test_server_stream SOURCES test_server_stream.c LIBS weft_server_core)
-endif()
-if(EXISTS ${CMAKE_SOURCE_DIR}/tests/unit/test_server_request.c)
-  weft_add_test(test_server_request SOURCES test_server_request.c test_server_fake.c LIBS weft_server_core)
-endif()
-if(EXISTS ${CMAKE_SOURCE_DIR}/tests/unit/test_server_http.c)
-  weft_add_test(test_server_http SOURCES test_server_http.c test_server_fake.c test_server_client.c
-                LIBS weft_server_core)
-endif()
+weft_add_test(test_server_stream SOURCES test_server_stream.c LIBS weft_server_core)
+weft_add_test(test_server_request SOURCES test_server_request.c test_server_fake.c LIBS weft_server_core)
+weft_add_test(test_server_http SOURCES test_server_http.c test_server_fake.c test_server_client.c
+              LIBS weft_server_core)
+weft_add_test(test_server_http2 SOURCES test_server_http2.c test_server_fake.c test_server_client.c
+              LIBS weft_server_core)
+
+# The adapter over the real lane engine, tokenizer and chat template (src/server/service_lanes.c).
+file(GLOB WEFT_SERVER_SERVICE_SRCS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/server/service_*.c)
+add_library(weft_server_service STATIC EXCLUDE_FROM_ALL ${WEFT_SERVER_SERVICE_SRCS})
+target_link_libraries(weft_server_service PUBLIC weft_server_core weft_lanes weft_tokenizer weft_template)
+weft_add_test(test_server_lanes SOURCES test_server_lanes.c test_server_client.c LIBS weft_server_service)

@@ -1,8 +1,10 @@
 /* weft_sample (prefix selection, radix select/sort, early exits) against the literal full-sort port of the
  * reference (test_sampler_naive.c) over many random rows and settings, vocabularies 1 .. 151,936, including
- * ties, signed zeros, infinities, NaN, huge and tiny ranges; then the timing of a 151,936-entry draw (printed,
- * never a failure: sanitizer builds are slow). */
+ * ties, signed zeros, infinities, NaN, huge and tiny ranges; then the timing of a 151,936-entry draw
+ * (printed, never a failure: sanitizer builds are slow). */
 #include "weft/sampler.h"
+
+#include "core/sampler_order.h"
 
 #include "check.h"
 
@@ -14,28 +16,56 @@ int32_t test_naive_draw(const float *logits, int64_t vocab, const weft_sampling 
 typedef struct {
     uint64_t s;
 } rng;
-static uint64_t next(rng *r) { return weft_mix(r->s += 0x9E3779B97F4A7C15ULL); }
-static double unit(rng *r) { return ((double)(next(r) >> 11) + 0.5) * 0x1p-53; }
-static double gauss(rng *r) { return sqrt(-2.0 * log(unit(r))) * cos(6.283185307179586 * unit(r)); }
-static int pick(rng *r, int n) { return (int)(next(r) % (uint64_t)n); }
+static uint64_t next(rng *r) {
+    return weft_mix(r->s += 0x9E3779B97F4A7C15ULL);
+}
+static double unit(rng *r) {
+    return ((double)(next(r) >> 11) + 0.5) * 0x1p-53;
+}
+static double gauss(rng *r) {
+    return sqrt(-2.0 * log(unit(r))) * cos(6.283185307179586 * unit(r));
+}
+static int pick(rng *r, int n) {
+    return (int)(next(r) % (uint64_t)n);
+}
 
 enum { KINDS = 9 };
-static const char *kind_name[KINDS] = {"gauss", "ties", "peaked", "flat", "-inf/nan", "+inf", "narrow", "huge", "llm"};
+static const char *kind_name[KINDS] = {"gauss", "ties",   "peaked", "flat", "-inf/nan",
+                                       "+inf",  "narrow", "huge",   "llm"};
 
 static void fill_row(float *z, int64_t V, int kind, rng *r) {
     for (int64_t i = 0; i < V; i++) {
         double g = gauss(r);
         float v;
         switch (kind) {
-        case 0: v = (float)(3.0 * g); break;
-        case 1: v = (float)(nearbyint(2.0 * g) / 2.0); if (v == 0.0f && (next(r) & 1)) v = -0.0f; break;
-        case 2: v = (float)(2.0 * g); break;
-        case 3: v = 0.25f; break;
-        case 4: v = (next(r) % 10 < 3) ? -INFINITY : (next(r) % 50 == 0 ? NAN : (float)(3.0 * g)); break;
-        case 5: v = (float)(3.0 * g); break;
-        case 6: v = (float)(1.0 + 1e-3 * g); break;
-        case 7: v = (float)(1e30 * g); break;
-        default: v = (float)(2.5 * g - 4.0); break;
+        case 0:
+            v = (float)(3.0 * g);
+            break;
+        case 1:
+            v = (float)(nearbyint(2.0 * g) / 2.0);
+            if (v == 0.0f && (next(r) & 1)) v = -0.0f;
+            break;
+        case 2:
+            v = (float)(2.0 * g);
+            break;
+        case 3:
+            v = 0.25f;
+            break;
+        case 4:
+            v = (next(r) % 10 < 3) ? -INFINITY : (next(r) % 50 == 0 ? NAN : (float)(3.0 * g));
+            break;
+        case 5:
+            v = (float)(3.0 * g);
+            break;
+        case 6:
+            v = (float)(1.0 + 1e-3 * g);
+            break;
+        case 7:
+            v = (float)(1e30 * g);
+            break;
+        default:
+            v = (float)(2.5 * g - 4.0);
+            break;
         }
         z[i] = v;
     }
@@ -72,13 +102,68 @@ static void random_settings(weft_sampling *p, int64_t V, rng *r, weft_logit_bias
     }
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The ordering helpers against qsort: order keys follow float order (-0 == +0), the u64 and u32 radix sorts
+ * and the radix selection agree with a comparison sort, sizes around the insertion-sort switch included. */
+static void order_helpers(void) {
+    static const float vals[] = {-INFINITY, -3e38f, -2.5f,  -1.0f, -1e-30f, -1e-45f, -0.0f,
+                                 0.0f,      1e-45f, 1e-30f, 1.0f,  2.5f,    3e38f,   INFINITY};
+    int ok = 1;
+    for (size_t i = 0; i + 1 < sizeof vals / sizeof vals[0]; i++) {
+        uint32_t a = weft_order_key(vals[i]), b = weft_order_key(vals[i + 1]);
+        ok &= vals[i] == vals[i + 1] ? a == b : a > b; /* larger z, smaller key */
+        ok &= weft_order_value(a) == vals[i];
+    }
+    CHECK(ok);
+    rng r = {3};
+    static const size_t sizes[] = {1, 2, 63, 64, 65, 1000, 70000};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        uint64_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *t = malloc(n * sizeof *t);
+        uint32_t *k = malloc(n * sizeof *k), *k2 = malloc(n * sizeof *k2), *kt = malloc(n * sizeof *kt);
+        for (size_t i = 0; i < n; i++) {
+            float z = (float)(nearbyint(gauss(&r) * 8.0) / 4.0); /* many equal keys */
+            a[i] = weft_order_cand(z, (int32_t)i);               /* ids ascending, as the sort requires */
+            k[i] = (uint32_t)(next(&r) >> (si % 2 ? 40 : 32));   /* narrow and full ranges */
+        }
+        memcpy(b, a, n * sizeof *a);
+        memcpy(k2, k, n * sizeof *k);
+        qsort(b, n, sizeof *b, cmp_u64);
+        qsort(k2, n, sizeof *k2, cmp_u32);
+        for (size_t q = 1; q <= n; q = q * 3 + 1) CHECK(weft_order_kth(a, n, q, t) == b[q - 1]);
+        CHECK(weft_order_kth(a, n, n, t) == b[n - 1]);
+        weft_order_sort(a, t, n);
+        weft_order_sort_u32(k, kt, n);
+        CHECK(memcmp(a, b, n * sizeof *a) == 0);
+        CHECK(memcmp(k, k2, n * sizeof *k) == 0);
+        free(a);
+        free(b);
+        free(t);
+        free(k);
+        free(k2);
+        free(kt);
+    }
+}
+
 static void cross_check(void) {
     static const int64_t vocabs[] = {1, 2, 3, 7, 64, 300, 4096, 151936};
-    rng r = {20260101};
+    /* WEFT_SAMPLER_CROSS_SCALE=N runs N times as many draws (longer soak runs at dev time). */
+    const char *scale_env = getenv("WEFT_SAMPLER_CROSS_SCALE");
+    int scale = scale_env ? atoi(scale_env) : 1;
+    if (scale < 1) scale = 1;
+    rng r = {scale_env ? (uint64_t)scale * 7919u : 20260101u};
     int cases = 0, mismatches = 0;
     for (size_t vi = 0; vi < sizeof vocabs / sizeof vocabs[0]; vi++) {
         int64_t V = vocabs[vi];
-        int rounds = V >= 100000 ? 60 : V >= 4096 ? 300 : 600;
+        int rounds = scale * (V >= 100000 ? 60 : V >= 4096 ? 300 : 600);
         float *z = malloc((size_t)V * sizeof *z);
         int32_t *seq = malloc(600 * sizeof *seq);
         weft_sampler *s = weft_sampler_new(V);
@@ -92,13 +177,13 @@ static void cross_check(void) {
             int64_t pos = pick(&r, 600), n_prompt = pos ? pick(&r, (int)pos + 1) : 0;
             for (int64_t i = 0; i < pos; i++) seq[i] = pick(&r, V < 40 ? (int)V : 40); /* repeats */
             int32_t got = weft_sample(s, z, &p, seq, pos, n_prompt, NULL);
-            int32_t want = test_naive_draw(z, V, &p, seq, (size_t)n_prompt, seq + n_prompt, (size_t)(pos - n_prompt),
-                                           pos);
+            int32_t want = test_naive_draw(z, V, &p, seq, (size_t)n_prompt, seq + n_prompt,
+                                           (size_t)(pos - n_prompt), pos);
             cases++;
             if (got != want) {
                 mismatches++;
-                CHECK_MSG(got == want, "V %lld kind %s T %g top_k %d top_p %g min_p %g: got %d, want %d", (long long)V,
-                          kind_name[kind], p.temperature, p.top_k, p.top_p, p.min_p, got, want);
+                CHECK_MSG(got == want, "V %lld kind %s T %g top_k %d top_p %g min_p %g: got %d, want %d",
+                          (long long)V, kind_name[kind], p.temperature, p.top_k, p.top_p, p.min_p, got, want);
             }
         }
         weft_sampler_free(s);
@@ -162,8 +247,10 @@ static void timing(void) {
         snprintf(path, sizeof path, "%sfixtures/qwen3-chat/logits_last_prompt_row.f32", shared);
         FILE *f = fopen(path, "rb");
         if (f) {
-            if (fread(z, sizeof *z, V, f) == V) src = "qwen3-chat fixture row";
-            else fill_row(z, V, 8, &r);
+            if (fread(z, sizeof *z, V, f) == V)
+                src = "qwen3-chat fixture row";
+            else
+                fill_row(z, V, 8, &r);
             fclose(f);
         }
     }
@@ -173,9 +260,9 @@ static void timing(void) {
         double T, top_p, min_p;
         int top_k, logprobs;
     } cfg[] = {
-        {"T=0.8 top_p=0.9", 0.8, 0.9, 0, 0, -1},   {"T=1 (no filters)", 1.0, 1.0, 0, 0, -1},
-        {"T=0.7 top_k=40", 0.7, 1.0, 0, 40, -1},  {"T=0.8 min_p=0.05", 0.8, 1.0, 0.05, 0, -1},
-        {"greedy", 0.0, 1.0, 0, 0, -1},            {"T=0.8 top_p=0.9 +logprobs 5", 0.8, 0.9, 0, 0, 5},
+        {"T=0.8 top_p=0.9", 0.8, 0.9, 0, 0, -1}, {"T=1 (no filters)", 1.0, 1.0, 0, 0, -1},
+        {"T=0.7 top_k=40", 0.7, 1.0, 0, 40, -1}, {"T=0.8 min_p=0.05", 0.8, 1.0, 0.05, 0, -1},
+        {"greedy", 0.0, 1.0, 0, 0, -1},          {"T=0.8 top_p=0.9 +logprobs 5", 0.8, 0.9, 0, 0, 5},
     };
     int32_t seq[1];
     weft_logprobs lp;
@@ -214,6 +301,7 @@ static void timing(void) {
 }
 
 int main(void) {
+    order_helpers();
     cross_check();
     edge_rows();
     timing();

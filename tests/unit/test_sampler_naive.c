@@ -1,8 +1,8 @@
 /* A literal C port of the reference draw() in ../shared/tools/sampler_reference.py: full sort of the whole
- * vocabulary, no shortcuts. The tests hold weft_sample (which draws from a sorted prefix, with radix selection
- * and early exits) to this definition bit for bit. Where the reference is undefined weft's documented
- * conventions are used: a NaN logit (after steps 1-2) is -inf, and when no candidate beats -inf (or none
- * survives) the first of the order is returned. Test code: allocates freely. */
+ * vocabulary, no shortcuts. The tests hold weft_sample (which draws from a sorted prefix, with radix
+ * selection and early exits) to this definition bit for bit. Where the reference is undefined weft's
+ * documented conventions are used: a NaN logit (after steps 1-2) is -inf, and when no candidate beats -inf
+ * (or none survives) the first of the order is returned. Test code: allocates freely. */
 #include "weft/sampler.h"
 
 #include <math.h>
@@ -37,7 +37,8 @@ int32_t test_naive_draw(const float *logits, int64_t vocab, const weft_sampling 
     }
     for (size_t i = 0; i < n_gen; i++) counts[gen[i]]++;
     for (size_t t = 0; t < V; t++)
-        if (counts[t]) z[t] = (float)((double)z[t] - (p->frequency_penalty * counts[t] + p->presence_penalty));
+        if (counts[t])
+            z[t] = (float)((double)z[t] - (p->frequency_penalty * counts[t] + p->presence_penalty));
     if (p->repetition_penalty != 1.0) {
         for (size_t i = 0; i < n_prompt; i++) inset[prompt[i]] = 1;
         for (size_t i = 0; i < n_gen; i++) inset[gen[i]] = 1;

@@ -24,8 +24,10 @@ static unsigned drawn_set(weft_sampler *s, const float *z, weft_sampling p, int 
     for (int seed = 0; seed < n; seed++) {
         p.seed = (uint64_t)seed;
         int32_t t = weft_sample(s, z, &p, NULL, 7, 7, NULL);
-        if (t >= 0 && t < 32) set |= 1u << t;
-        else set |= 1u << 31;
+        if (t >= 0 && t < 32)
+            set |= 1u << t;
+        else
+            set |= 1u << 31;
     }
     return set;
 }
@@ -59,7 +61,8 @@ static void test_primitives(void) {
     /* g = -ln(-ln u): u = e^-1 gives 0 and u = exp(-e^-2) gives 2, up to rounding (hand). */
     CHECK(fabs(weft_gumbel(exp(-1.0))) < 1e-15);
     CHECK(fabs(weft_gumbel(exp(-exp(-2.0))) - 2.0) < 1e-14);
-    /* Range of the noise (reference: gumbel(2**-53), gumbel(1-2**-53)); the sampler's early exits rely on it. */
+    /* Range of the noise (reference: gumbel(2**-53), gumbel(1-2**-53)); the sampler's early exits rely on it.
+     */
     CHECK(weft_gumbel(0x1p-53) == -3.6037789929704576);
     CHECK(weft_gumbel(1.0 - 0x1p-53) == 36.7368005696771);
 }
@@ -104,8 +107,8 @@ static void test_filters(void) {
     p.top_p = 1e-9; /* the first candidate always stays */
     CHECK_EQ_INT(drawn_set(s, Z5, p, 300), SET(1));
     p = defaults();
-    /* min_p: keep l >= 3 + ln(min_p) (hand): 0.3 -> 1.796 {1,2,4}; 0.36 -> 1.978 {1,2,4}; 0.37 -> 2.006 {1,2};
-     * 0.5 -> 2.307 {1,2}; 1 -> 3 {1,2}. */
+    /* min_p: keep l >= 3 + ln(min_p) (hand): 0.3 -> 1.796 {1,2,4}; 0.36 -> 1.978 {1,2,4}; 0.37 -> 2.006
+     * {1,2}; 0.5 -> 2.307 {1,2}; 1 -> 3 {1,2}. */
     p.min_p = 0.3;
     CHECK_EQ_INT(drawn_set(s, Z5, p, 300), SET(1, 2, 4));
     p.min_p = 0.36;
@@ -123,6 +126,33 @@ static void test_filters(void) {
     weft_sampler_free(s);
 }
 
+/* The top_p total is a sequential fp64 sum over every candidate, far tails included. Row: ids 0 and 1 at 0,
+ * then 20000 ids at `tail`; T = 1, top_p = 0.5 (hand): tail -35: each e^-35 = 6.3e-16 exceeds half an ulp of
+ * 2 (2.2e-16), so each add moves the sum by one ulp: total = 2 + 8.9e-12, 0.5 * total > 1 = the sum before id
+ * 1, so ids 0 and 1 are both kept; tail -40: e^-40 = 4.2e-18 is absorbed by every add: total = 2 exactly, 0.5
+ * * total = 1 <= 1, only id 0. The reference (draw(z, seed, 9, top_p=0.5) over seeds 0..39) gives {0, 1} and
+ * {0}. A sampler that dropped candidates within 41 of the best would get the first case wrong. */
+static void test_top_p_tail(void) {
+    enum { V = 20002 };
+    float *z = malloc(V * sizeof *z);
+    weft_sampler *s = weft_sampler_new(V);
+    weft_sampling p = defaults();
+    p.top_p = 0.5;
+    for (int c = 0; c < 2; c++) {
+        z[0] = z[1] = 0.0f;
+        for (int i = 2; i < V; i++) z[i] = c == 0 ? -35.0f : -40.0f;
+        unsigned set = 0;
+        for (uint64_t seed = 0; seed < 40; seed++) {
+            p.seed = seed;
+            int32_t t = weft_sample(s, z, &p, NULL, 9, 9, NULL);
+            set |= t >= 0 && t < 31 ? 1u << t : 1u << 31;
+        }
+        CHECK_EQ_INT(set, c == 0 ? SET(0, 1) : SET(0));
+    }
+    weft_sampler_free(s);
+    free(z);
+}
+
 static void test_draw(void) {
     /* Row {0.5, 0.25, 0, -1}, T = 1, seed 42, pos 7. Noise (reference gumbel(uniform(key(42, 7, i)))):
      * g = {0.5721, 1.1608, 0.4011, 0.5911}; l + g = {1.072, 1.411, 0.401, -0.409} -> id 1 (hand), and the
@@ -133,7 +163,8 @@ static void test_draw(void) {
         int64_t pos;
         double T;
         int want;
-    } cases[] = {{42, 7, 1.0, 1}, {42, 8, 1.0, 0}, {43, 7, 1.0, 2}, {1, 0, 0.5, 2}, {UINT64_MAX, 100000, 2.0, 0}};
+    } cases[] = {
+        {42, 7, 1.0, 1}, {42, 8, 1.0, 0}, {43, 7, 1.0, 2}, {1, 0, 0.5, 2}, {UINT64_MAX, 100000, 2.0, 0}};
     weft_sampler *s = weft_sampler_new(4);
     CHECK(s != NULL);
     if (!s) return;
@@ -142,7 +173,8 @@ static void test_draw(void) {
         weft_sampling p = defaults();
         p.seed = cases[i].seed;
         p.temperature = cases[i].T;
-        CHECK_MSG(weft_sample(s, z, &p, NULL, cases[i].pos, cases[i].pos, NULL) == cases[i].want, "case %zu", i);
+        CHECK_MSG(weft_sample(s, z, &p, NULL, cases[i].pos, cases[i].pos, NULL) == cases[i].want, "case %zu",
+                  i);
     }
     weft_sampler_free(s);
 
@@ -280,23 +312,50 @@ static void test_settings(void) {
         int what;
         double v;
     } bad[] = {
-        {"temperature", 0, -0.1}, {"temperature", 0, NAN},  {"temperature", 0, INFINITY}, {"top_p", 1, 0.0},
-        {"top_p", 1, 1.5},        {"top_p", 1, NAN},        {"min_p", 2, -0.01},         {"min_p", 2, 1.01},
-        {"top_k", 3, -1},         {"repetition_penalty", 4, 0.0}, {"repetition_penalty", 4, -1.0},
-        {"presence_penalty", 5, NAN}, {"frequency_penalty", 6, INFINITY}, {"logprobs", 7, 21}, {"logprobs", 7, -2},
+        {"temperature", 0, -0.1},
+        {"temperature", 0, NAN},
+        {"temperature", 0, INFINITY},
+        {"top_p", 1, 0.0},
+        {"top_p", 1, 1.5},
+        {"top_p", 1, NAN},
+        {"min_p", 2, -0.01},
+        {"min_p", 2, 1.01},
+        {"top_k", 3, -1},
+        {"repetition_penalty", 4, 0.0},
+        {"repetition_penalty", 4, -1.0},
+        {"presence_penalty", 5, NAN},
+        {"frequency_penalty", 6, INFINITY},
+        {"logprobs", 7, 21},
+        {"logprobs", 7, -2},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         weft_sampling q;
         weft_sampling_defaults(&q);
         switch (bad[i].what) {
-        case 0: q.temperature = bad[i].v; break;
-        case 1: q.top_p = bad[i].v; break;
-        case 2: q.min_p = bad[i].v; break;
-        case 3: q.top_k = (int)bad[i].v; break;
-        case 4: q.repetition_penalty = bad[i].v; break;
-        case 5: q.presence_penalty = bad[i].v; break;
-        case 6: q.frequency_penalty = bad[i].v; break;
-        default: q.logprobs = (int)bad[i].v; break;
+        case 0:
+            q.temperature = bad[i].v;
+            break;
+        case 1:
+            q.top_p = bad[i].v;
+            break;
+        case 2:
+            q.min_p = bad[i].v;
+            break;
+        case 3:
+            q.top_k = (int)bad[i].v;
+            break;
+        case 4:
+            q.repetition_penalty = bad[i].v;
+            break;
+        case 5:
+            q.presence_penalty = bad[i].v;
+            break;
+        case 6:
+            q.frequency_penalty = bad[i].v;
+            break;
+        default:
+            q.logprobs = (int)bad[i].v;
+            break;
         }
         err.msg[0] = '\0';
         weft_status st = weft_sampling_validate(&q, 10, &err);
@@ -350,14 +409,14 @@ static void test_seeds(void) {
     const int32_t ids[3] = {1, 2, 3};
     weft_token_sha(ids, 3, sha);
     CHECK_STR(sha, "8a6ae1512200");
-    /* Negative and extreme ids print like Python str(): reference token_sha([-5, 2147483647, -2147483648]) and
-     * seed_from_prompt of the same. */
+    /* Negative and extreme ids print like Python str(): reference token_sha([-5, 2147483647, -2147483648])
+     * and seed_from_prompt of the same. */
     const int32_t odd[3] = {-5, INT32_MAX, INT32_MIN};
     weft_token_sha(odd, 3, sha);
     CHECK_STR(sha, "a125c4e87f59");
     CHECK(weft_seed_from_prompt(odd, 3, "0") == 5770019659449640461ULL);
-    /* Salt: reference seed_from_prompt([]) = 6024232415158801135 (NULL salt = "0"), seed_from_prompt([], "abc")
-     * = 963880638791158615, seed_from_prompt([1,2,3], "x"*300) = 4000365365701075576. */
+    /* Salt: reference seed_from_prompt([]) = 6024232415158801135 (NULL salt = "0"), seed_from_prompt([],
+     * "abc") = 963880638791158615, seed_from_prompt([1,2,3], "x"*300) = 4000365365701075576. */
     CHECK(weft_seed_from_prompt(NULL, 0, NULL) == 6024232415158801135ULL);
     CHECK(weft_seed_from_prompt(NULL, 0, "0") == 6024232415158801135ULL);
     CHECK(weft_seed_from_prompt(NULL, 0, "abc") == 963880638791158615ULL);
@@ -384,10 +443,12 @@ static void test_seeds(void) {
 
 /* log-softmax computed directly in long double, as the check for weft_logprobs_fill. */
 static long double direct_logprob(const float *z, int64_t V, int64_t i) {
-    long double m = -INFINITY, sum = 0;
+    if (V < 1) return NAN;
+    long double m = -INFINITY;
     for (int64_t j = 0; j < V; j++)
         if (z[j] > m) m = z[j];
-    for (int64_t j = 0; j < V; j++) sum += expl((long double)z[j] - m);
+    long double sum = expl((long double)z[0] - m);
+    for (int64_t j = 1; j < V; j++) sum += expl((long double)z[j] - m);
     return (long double)z[i] - m - logl(sum);
 }
 
@@ -413,7 +474,8 @@ static void test_logprobs(void) {
     for (int i = 0; i < V; i++)
         if (z[i] < 11.0f && (next < 0 || z[i] > z[next])) next = i;
     CHECK_EQ_INT(lp.top_ids[4], next);
-    for (int k = 0; k < 5; k++) CHECK(fabsl(lp.top_logprobs[k] - direct_logprob(z, V, lp.top_ids[k])) < 1e-6L);
+    for (int k = 0; k < 5; k++)
+        CHECK(fabsl(lp.top_logprobs[k] - direct_logprob(z, V, lp.top_ids[k])) < 1e-6L);
     /* Every id against the direct log-softmax, and the probabilities sum to 1. */
     double psum = 0;
     long double m = -INFINITY, sum = 0;
@@ -501,6 +563,7 @@ static void test_scratch_reuse(void) {
 int main(void) {
     test_primitives();
     test_filters();
+    test_top_p_tail();
     test_draw();
     test_adjustments();
     test_settings();

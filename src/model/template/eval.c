@@ -290,7 +290,11 @@ int tmpl_contains(trender *r, const tv *hay, const tv *needle, bool *out) {
                 break;
             }
         return 0;
-    case TV_DICT: *out = td_get(hay->u.d, *needle) != NULL; return 0;
+    case TV_DICT:
+        if ((needle->t == TV_LIST && !(needle->flags & TVF_TUPLE)) || needle->t == TV_DICT)
+            return tr_fail(r, "unhashable type: '%s'", tv_typename(needle->t, needle->flags));
+        *out = td_get(hay->u.d, *needle) != NULL;
+        return 0;
     case TV_UNDEF: return 0;
     default: return tr_fail(r, "argument of type '%s' is not iterable", tv_typename(hay->t, hay->flags));
     }

@@ -104,6 +104,8 @@ static int exec_for(trender *r, const tnode *s) {
         tlist *kept = tl_new(r, 0);
         if (!kept) return -1;
         for (size_t i = 0; i < items->n; i++) {
+            if (++r->steps > r->opts->max_steps)
+                return tr_fail(r, "too many loop iterations (limit %zu)", r->opts->max_steps);
             tframe f;
             tf_init(&f, r->frame);
             tv c;
@@ -124,11 +126,10 @@ static int exec_for(trender *r, const tnode *s) {
     if (!lp) return tr_oom(r);
     lp->items = items->v;
     lp->n = items->n;
-    lp->depth = 1;
-    const tv *outer = tf_lookup(r->frame, "loop", 4);
-    if (outer && outer->t == TV_LOOP) lp->depth = outer->u.lp->depth + 1;
+    lp->depth = 1; /* jinja2 counts depth only through recursive loops, which are not supported */
     for (size_t i = 0; i < items->n; i++) {
-        if (++r->steps > TMPL_MAX_STEPS) return tr_fail(r, "too many loop iterations");
+        if (++r->steps > r->opts->max_steps)
+            return tr_fail(r, "too many loop iterations (limit %zu)", r->opts->max_steps);
         lp->i = i;
         tframe f;
         tf_init(&f, r->frame);

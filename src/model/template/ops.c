@@ -280,7 +280,9 @@ int tmpl_percent_format(trender *r, const tv *fmt, const tv *args, tv *out) {
             tb_printf(&b, spec, tv_num(arg));
         } else rc = tr_fail(r, "unsupported format character '%c' or argument type", conv);
     }
-    if (!rc && tuple && argi < nargs) rc = tr_fail(r, "not all arguments converted during string formatting");
+    /* a lone non-mapping argument must be consumed, like every item of a tuple */
+    if (!rc && argi < nargs && (tuple || args->t != TV_DICT))
+        rc = tr_fail(r, "not all arguments converted during string formatting");
     if (!rc) {
         if (b.fail) rc = tr_oom(r);
         else {

@@ -319,6 +319,5 @@ int tf_set(trender *r, tframe *f, const char *name, size_t n, tv v);
 const tv *tf_lookup(const tframe *f, const char *name, size_t n);
 
 #define TMPL_MAX_DEPTH 200
-#define TMPL_MAX_STEPS ((size_t)50 * 1000 * 1000)
 
 #endif

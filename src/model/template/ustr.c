@@ -97,6 +97,11 @@ uint32_t u_upper(uint32_t c) {
         return (c & 1) ? c - 1 : c;
     }
     if (c >= 0x3b1 && c <= 0x3c9) return c == 0x3c2 ? 0x3a3 : c - 32;
+    if (c == 0x3ac) return 0x386;
+    if (c >= 0x3ad && c <= 0x3af) return c - 37;
+    if (c == 0x3cc) return 0x38c;
+    if (c == 0x3cd || c == 0x3ce) return c - 63;
+    if (c == 0x3ca || c == 0x3cb) return c - 32;
     if (c >= 0x430 && c <= 0x44f) return c - 32;
     if (c >= 0x450 && c <= 0x45f) return c - 80;
     return c;
@@ -112,7 +117,11 @@ uint32_t u_lower(uint32_t c) {
         if (c == 0x138 || c == 0x149 || c == 0x130 || c == 0x131 || c == 0x17f) return c;
         return (c & 1) ? c : c + 1;
     }
-    if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
+    if (c >= 0x391 && c <= 0x3ab && c != 0x3a2) return c + 32;
+    if (c == 0x386) return 0x3ac;
+    if (c >= 0x388 && c <= 0x38a) return c + 37;
+    if (c == 0x38c) return 0x3cc;
+    if (c == 0x38e || c == 0x38f) return c + 63;
     if (c >= 0x410 && c <= 0x42f) return c + 32;
     if (c >= 0x400 && c <= 0x40f) return c + 80;
     return c;

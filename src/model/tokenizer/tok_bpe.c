@@ -8,7 +8,7 @@
 #include <string.h>
 
 typedef struct tok_sym {
-    int32_t id;    /* BPE: token id; SPM: unused */
+    int32_t id; /* BPE: token id; SPM: unused */
     int32_t prev, next;
     uint32_t start; /* SPM: byte offset in the word */
     uint32_t n;     /* bytes; 0 = merged away */
@@ -29,7 +29,9 @@ struct tok_scratch {
     size_t heap_n, heap_cap;
 };
 
-tok_scratch *tok_scratch_new(void) { return calloc(1, sizeof(tok_scratch)); }
+tok_scratch *tok_scratch_new(void) {
+    return calloc(1, sizeof(tok_scratch));
+}
 
 void tok_scratch_free(tok_scratch *sc) {
     if (!sc) return;
@@ -122,7 +124,9 @@ static weft_status no_token(const char *w, size_t n, size_t at, weft_err *err) {
 /* ---- ranked BPE ---- */
 
 /* The model vocabulary (HF: without added tokens); GGUF vocabularies have one table for everything. */
-static const tok_map *model_map(const struct weft_tokenizer *t) { return t->model.slots ? &t->model : &t->all; }
+static const tok_map *model_map(const struct weft_tokenizer *t) {
+    return t->model.slots ? &t->model : &t->all;
+}
 
 static weft_status bpe_add_pair(const struct weft_tokenizer *t, tok_scratch *sc, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return WEFT_OK;
@@ -158,8 +162,8 @@ static weft_status bpe_word(const struct weft_tokenizer *t, const char *w, size_
                 for (size_t b = 0; b < k; b++) all = all && t->byte_tok[(uint8_t)w[i + b]] >= 0;
                 if (all) { /* at most one symbol per byte: the n + 1 reserved above suffice */
                     for (size_t b = 0; b < k; b++) {
-                        sc->sym[ns] =
-                            (tok_sym){.id = t->byte_tok[(uint8_t)w[i + b]], .prev = ns - 1, .next = ns + 1, .n = 1};
+                        sc->sym[ns] = (tok_sym){
+                            .id = t->byte_tok[(uint8_t)w[i + b]], .prev = ns - 1, .next = ns + 1, .n = 1};
                         ns++;
                     }
                     unk_sym = -1;
@@ -171,7 +175,8 @@ static weft_status bpe_word(const struct weft_tokenizer *t, const char *w, size_
                 if (t->fuse_unk && unk_sym >= 0) {
                     sc->sym[unk_sym].n += (uint32_t)k;
                 } else {
-                    sc->sym[ns] = (tok_sym){.id = t->unk_id, .prev = ns - 1, .next = ns + 1, .n = (uint32_t)k};
+                    sc->sym[ns] =
+                        (tok_sym){.id = t->unk_id, .prev = ns - 1, .next = ns + 1, .n = (uint32_t)k};
                     unk_sym = ns++;
                 }
             }
@@ -259,7 +264,8 @@ static weft_status spm_word(const struct weft_tokenizer *t, const char *w, size_
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0) sc->sym[r->next].prev = c.left;
-        if (spm_add_pair(t, sc, w, l->prev, c.left) || spm_add_pair(t, sc, w, c.left, l->next)) return WEFT_ENOMEM;
+        if (spm_add_pair(t, sc, w, l->prev, c.left) || spm_add_pair(t, sc, w, c.left, l->next))
+            return WEFT_ENOMEM;
     }
     for (int32_t s = 0; s >= 0; s = sc->sym[s].next) {
         weft_status st = spm_emit(t, w + sc->sym[s].start, sc->sym[s].n, v, err);
@@ -271,7 +277,8 @@ static weft_status spm_word(const struct weft_tokenizer *t, const char *w, size_
 weft_status tok_model_word(const struct weft_tokenizer *t, const char *w, size_t n, weft_tok_vec *v,
                            tok_scratch *sc, weft_err *err) {
     if (n == 0) return WEFT_OK;
-    weft_status st = t->model_kind == TOK_MODEL_SPM ? spm_word(t, w, n, v, sc, err) : bpe_word(t, w, n, v, sc, err);
+    weft_status st =
+        t->model_kind == TOK_MODEL_SPM ? spm_word(t, w, n, v, sc, err) : bpe_word(t, w, n, v, sc, err);
     if (st == WEFT_ENOMEM) return weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory");
     return st;
 }

@@ -6,7 +6,8 @@
 
 weft_status tok_alloc_ids(struct weft_tokenizer *t, int64_t n, weft_err *err) {
     if (n <= 0 || n > INT32_MAX - 1)
-        return weft_err_set(err, WEFT_EFORMAT, "tokenizer: vocabulary size %lld is out of range", (long long)n);
+        return weft_err_set(err, WEFT_EFORMAT, "tokenizer: vocabulary size %lld is out of range",
+                            (long long)n);
     t->n_vocab = n;
     t->off = calloc((size_t)n, sizeof *t->off);
     t->len = calloc((size_t)n, sizeof *t->len);
@@ -66,9 +67,11 @@ void tok_matcher_free(tok_matcher *m) {
     memset(m, 0, sizeof *m);
 }
 
-const char TOK_GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char TOK_GPT2_PATTERN[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-weft_status tok_regex_compile(const char *pat, size_t len, const char *what, pcre2_code **out, weft_err *err) {
+weft_status tok_regex_compile(const char *pat, size_t len, const char *what, pcre2_code **out,
+                              weft_err *err) {
     int ec = 0;
     PCRE2_SIZE eo = 0;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
@@ -90,7 +93,10 @@ static bool parse_byte_token(const char *s, size_t n, uint8_t *b) {
     int v = 0;
     for (int i = 3; i < 5; i++) {
         char c = s[i];
-        int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+        int d = (c >= '0' && c <= '9')   ? c - '0'
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                         : -1;
         if (d < 0) return false;
         v = v * 16 + d;
     }
@@ -117,8 +123,8 @@ static bool byte_level_decode(const char *s, size_t n, tok_buf *out) {
     return true;
 }
 
-static weft_status replace_all(tok_buf *dst, const char *s, size_t n, const char *from, size_t fl, const char *to,
-                               size_t tl) {
+static weft_status replace_all(tok_buf *dst, const char *s, size_t n, const char *from, size_t fl,
+                               const char *to, size_t tl) {
     size_t i = 0, run = 0;
     while (fl && i + fl <= n) {
         if (memcmp(s + i, from, fl) == 0) {
@@ -132,65 +138,85 @@ static weft_status replace_all(tok_buf *dst, const char *s, size_t n, const char
     return tok_buf_put(dst, s + run, n - run);
 }
 
-/* One token through the per-token decoder steps. */
-static weft_status piece_of(const struct weft_tokenizer *t, const tok_dec_desc *dd, int32_t id, tok_buf *a,
-                            tok_buf *b) {
+static weft_status strip_token(tok_buf *a, const tok_dec_step *st) {
+    size_t cl = st->from_len, lo = 0, hi = a->n;
+    if (!cl) return WEFT_OK;
+    for (uint32_t k = 0; k < st->start && hi - lo >= cl && !memcmp(a->p + lo, st->from, cl); k++) lo += cl;
+    for (uint32_t k = 0; k < st->stop && hi - lo >= cl && !memcmp(a->p + hi - cl, st->from, cl); k++)
+        hi -= cl;
+    if (lo) memmove(a->p, a->p + lo, hi - lo);
+    a->n = hi - lo;
+    return WEFT_OK;
+}
+
+/* One token through the per-token decoder steps; a and b are scratch buffers, the result is left in a. */
+static weft_status piece_of(const struct weft_tokenizer *t, const tok_dec_desc *dd, int32_t id, bool first,
+                            const int32_t *norm_idx, tok_buf *a, tok_buf *b) {
     const char *s = tok_text(t, id);
     size_t n = t->len[id];
+    if (norm_idx && norm_idx[id]) { /* HF decodes a normalized added token by its normalized spelling */
+        const tok_added *e = &t->normalized.v[norm_idx[id] - 1];
+        s = e->text;
+        n = e->len;
+    }
     uint8_t attr = t->attr[id];
+    uint8_t byte;
     a->n = 0;
     if (dd->gguf_types) {
-        /* llama.cpp token_to_piece: control/unknown/user-defined verbatim, byte tokens their byte, normal
-         * tokens through the decoder, anything else (unused, undefined) nothing */
-        if (attr & (WEFT_TOKEN_CONTROL | WEFT_TOKEN_UNKNOWN | WEFT_TOKEN_USER_DEFINED)) return tok_buf_put(a, s, n);
+        /* llama.cpp token_to_piece */
+        if (attr & (WEFT_TOKEN_CONTROL | WEFT_TOKEN_UNKNOWN | WEFT_TOKEN_USER_DEFINED))
+            return tok_buf_put(a, s, n);
         if (attr & WEFT_TOKEN_BYTE) {
-            uint8_t byte;
             if (parse_byte_token(s, n, &byte)) return tok_buf_put(a, &byte, 1);
             return tok_buf_put(a, s, n);
         }
         if (!(attr & WEFT_TOKEN_NORMAL)) return WEFT_OK;
     }
-    if (dd->byte_fallback) {
-        uint8_t byte;
-        if (parse_byte_token(s, n, &byte)) return tok_buf_put(a, &byte, 1);
-    }
-    if (dd->byte_level) {
-        if (byte_level_decode(s, n, a)) return WEFT_OK;
-        a->n = 0;
-    }
     if (tok_buf_put(a, s, n)) return WEFT_ENOMEM;
-    for (int r = 0; r < dd->n_repl; r++) {
+    for (int i = 0; i < dd->n; i++) {
+        const tok_dec_step *st = &dd->step[i];
         b->n = 0;
-        if (replace_all(b, a->p, a->n, dd->repl[r].from, dd->repl[r].from_len, dd->repl[r].to, dd->repl[r].to_len))
-            return WEFT_ENOMEM;
+        switch (st->kind) {
+        case TOK_DEC_REPLACE:
+            if (replace_all(b, a->p, a->n, st->from, st->from_len,
+                            first && st->first_differs ? st->first_to : st->to,
+                            first && st->first_differs ? st->first_to_len : st->to_len))
+                return WEFT_ENOMEM;
+            break;
+        case TOK_DEC_BYTE_FALLBACK:
+            if (parse_byte_token(a->p, a->n, &byte)) {
+                if (tok_buf_put(b, &byte, 1)) return WEFT_ENOMEM;
+            } else if (tok_buf_put(b, a->p, a->n)) {
+                return WEFT_ENOMEM;
+            }
+            break;
+        case TOK_DEC_BYTE_LEVEL:
+            if (!byte_level_decode(a->p, a->n, b)) {
+                b->n = 0;
+                if (tok_buf_put(b, a->p, a->n)) return WEFT_ENOMEM;
+            }
+            break;
+        case TOK_DEC_STRIP:
+            if (tok_buf_put(b, a->p, a->n)) return WEFT_ENOMEM;
+            strip_token(b, st);
+            break;
+        }
         tok_buf tmp = *a;
         *a = *b;
         *b = tmp;
     }
-    if (dd->strip_token_char_len && (dd->strip_token_start || dd->strip_token_stop)) {
-        size_t cl = dd->strip_token_char_len, lo = 0, hi = a->n;
-        for (uint32_t k = 0; k < dd->strip_token_start && hi - lo >= cl && !memcmp(a->p + lo, dd->strip_token_char, cl);
-             k++)
-            lo += cl;
-        for (uint32_t k = 0; k < dd->strip_token_stop && hi - lo >= cl &&
-                             !memcmp(a->p + hi - cl, dd->strip_token_char, cl);
-             k++)
-            hi -= cl;
-        memmove(a->p, a->p + lo, hi - lo);
-        a->n = hi - lo;
-    }
     return WEFT_OK;
 }
 
-weft_status tok_build_pieces(struct weft_tokenizer *t, const tok_dec_desc *dd, weft_err *err) {
+static weft_status build_arena(struct weft_tokenizer *t, const tok_dec_desc *dd, bool first,
+                               const int32_t *norm_idx, char **arena_out, uint64_t *off, uint32_t *len) {
     tok_buf arena = {0}, a = {0}, b = {0};
     weft_status st = WEFT_OK;
-    t->max_piece = 0;
     for (int64_t id = 0; id < t->n_vocab && !st; id++) {
-        st = piece_of(t, dd, (int32_t)id, &a, &b);
+        st = piece_of(t, dd, (int32_t)id, first, norm_idx, &a, &b);
         if (st) break;
-        t->poff[id] = arena.n;
-        t->plen[id] = (uint32_t)a.n;
+        off[id] = arena.n;
+        len[id] = (uint32_t)a.n;
         if (a.n > t->max_piece) t->max_piece = a.n;
         st = tok_buf_put(&arena, a.p, a.n);
     }
@@ -199,9 +225,32 @@ weft_status tok_build_pieces(struct weft_tokenizer *t, const tok_dec_desc *dd, w
     if (!st && !arena.p) st = tok_buf_put(&arena, "", 1);
     if (st) {
         tok_buf_free(&arena);
-        return weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory building token pieces");
+        return st;
     }
-    t->parena = arena.p;
+    *arena_out = arena.p;
+    return WEFT_OK;
+}
+
+weft_status tok_build_pieces(struct weft_tokenizer *t, const tok_dec_desc *dd, weft_err *err) {
+    t->max_piece = 0;
+    int32_t *norm_idx = NULL; /* id -> 1 + index in the normalized added-token matcher */
+    if (t->normalized.n > 0) {
+        norm_idx = calloc((size_t)t->n_vocab, sizeof *norm_idx);
+        if (!norm_idx)
+            return weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory building token pieces");
+        for (int32_t i = 0; i < t->normalized.n; i++) norm_idx[t->normalized.v[i].id] = i + 1;
+    }
+    weft_status st = build_arena(t, dd, false, norm_idx, &t->parena, t->poff, t->plen);
+    bool first_differs = false;
+    for (int i = 0; i < dd->n; i++) first_differs = first_differs || dd->step[i].first_differs;
+    if (!st && first_differs) {
+        t->p1off = calloc((size_t)t->n_vocab, sizeof *t->p1off);
+        t->p1len = calloc((size_t)t->n_vocab, sizeof *t->p1len);
+        st = (!t->p1off || !t->p1len) ? WEFT_ENOMEM
+                                      : build_arena(t, dd, true, norm_idx, &t->p1arena, t->p1off, t->p1len);
+    }
+    free(norm_idx);
+    if (st) return weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory building token pieces");
     return WEFT_OK;
 }
 
@@ -217,6 +266,9 @@ void weft_tokenizer_free(weft_tokenizer *t) {
     free(t->parena);
     free(t->poff);
     free(t->plen);
+    free(t->p1arena);
+    free(t->p1off);
+    free(t->p1len);
     tok_map_free(&t->all);
     tok_map_free(&t->model);
     for (int i = 0; i < t->n_norm; i++) {
@@ -250,17 +302,35 @@ void weft_tok_vec_free(weft_tok_vec *v) {
     v->n = v->cap = 0;
 }
 
-int64_t weft_tokenizer_n_vocab(const weft_tokenizer *t) { return t ? t->n_vocab : 0; }
-int32_t weft_tokenizer_bos(const weft_tokenizer *t) { return t ? t->bos : -1; }
-int32_t weft_tokenizer_eos(const weft_tokenizer *t) { return t ? t->eos : -1; }
-int32_t weft_tokenizer_unk(const weft_tokenizer *t) { return t ? t->unk : -1; }
-int32_t weft_tokenizer_pad(const weft_tokenizer *t) { return t ? t->pad : -1; }
-bool weft_tokenizer_add_bos(const weft_tokenizer *t) { return t && t->n_prefix > 0; }
-bool weft_tokenizer_add_eos(const weft_tokenizer *t) { return t && t->n_suffix > 0; }
+int64_t weft_tokenizer_n_vocab(const weft_tokenizer *t) {
+    return t ? t->n_vocab : 0;
+}
+int32_t weft_tokenizer_bos(const weft_tokenizer *t) {
+    return t ? t->bos : -1;
+}
+int32_t weft_tokenizer_eos(const weft_tokenizer *t) {
+    return t ? t->eos : -1;
+}
+int32_t weft_tokenizer_unk(const weft_tokenizer *t) {
+    return t ? t->unk : -1;
+}
+int32_t weft_tokenizer_pad(const weft_tokenizer *t) {
+    return t ? t->pad : -1;
+}
+bool weft_tokenizer_add_bos(const weft_tokenizer *t) {
+    return t && t->n_prefix > 0;
+}
+bool weft_tokenizer_add_eos(const weft_tokenizer *t) {
+    return t && t->n_suffix > 0;
+}
 
-static bool in_range(const weft_tokenizer *t, int32_t id) { return t && id >= 0 && id < t->n_vocab; }
+static bool in_range(const weft_tokenizer *t, int32_t id) {
+    return t && id >= 0 && id < t->n_vocab;
+}
 
-unsigned weft_tokenizer_token_attr(const weft_tokenizer *t, int32_t id) { return in_range(t, id) ? t->attr[id] : 0; }
+unsigned weft_tokenizer_token_attr(const weft_tokenizer *t, int32_t id) {
+    return in_range(t, id) ? t->attr[id] : 0;
+}
 
 bool weft_tokenizer_is_special(const weft_tokenizer *t, int32_t id) {
     return in_range(t, id) && (t->attr[id] & (WEFT_TOKEN_CONTROL | WEFT_TOKEN_UNKNOWN));
@@ -289,6 +359,12 @@ const char *weft_tokenizer_piece(const weft_tokenizer *t, int32_t id, size_t *le
     return t->parena + t->poff[id];
 }
 
-size_t weft_tokenizer_max_piece_len(const weft_tokenizer *t) { return t ? t->max_piece : 0; }
-bool weft_tokenizer_strips_leading_space(const weft_tokenizer *t) { return t && t->strip_count > 0; }
-const char *weft_tokenizer_chat_template(const weft_tokenizer *t) { return t ? t->chat_template : NULL; }
+size_t weft_tokenizer_max_piece_len(const weft_tokenizer *t) {
+    return t ? t->max_piece : 0;
+}
+bool weft_tokenizer_strips_leading_space(const weft_tokenizer *t) {
+    return t && (t->strip_count > 0 || t->p1arena);
+}
+const char *weft_tokenizer_chat_template(const weft_tokenizer *t) {
+    return t ? t->chat_template : NULL;
+}

@@ -11,6 +11,7 @@ void weft_detok_init(weft_detok *d, const weft_tokenizer *tok, unsigned flags) {
     d->tok = tok;
     d->flags = flags;
     d->at_start = true;
+    d->first_tok = true;
     d->strip_left = (tok && !(flags & WEFT_DETOK_KEEP_LEADING_SPACE)) ? tok->strip_count : 0;
 }
 
@@ -20,11 +21,19 @@ size_t weft_detok_bound(const weft_tokenizer *tok) {
 }
 
 /* The piece of id as this detokenizer renders it. */
-static const char *render(const weft_detok *d, int32_t id, size_t *len) {
+static const char *render(weft_detok *d, int32_t id, size_t *len) {
     const weft_tokenizer *t = d->tok;
-    if ((t->attr[id] & (WEFT_TOKEN_CONTROL | WEFT_TOKEN_UNKNOWN)) && !(d->flags & WEFT_DETOK_RENDER_SPECIAL)) {
+    if ((t->attr[id] & (WEFT_TOKEN_CONTROL | WEFT_TOKEN_UNKNOWN)) &&
+        !(d->flags & WEFT_DETOK_RENDER_SPECIAL)) {
         *len = 0;
         return "";
+    }
+    if (d->first_tok) {
+        d->first_tok = false;
+        if (t->p1arena && !(d->flags & WEFT_DETOK_KEEP_LEADING_SPACE)) {
+            *len = t->p1len[id];
+            return t->p1arena + t->p1off[id];
+        }
     }
     *len = t->plen[id];
     return t->parena + t->poff[id];
@@ -106,15 +115,17 @@ static size_t feed_bytes(weft_detok *d, const char *piece, size_t n, char *out) 
     return emit(d, out, o, piece + run, n - run);
 }
 
-weft_status weft_detok_feed(weft_detok *d, int32_t id, char *out, size_t capacity, size_t *n_out, weft_err *err) {
+weft_status weft_detok_feed(weft_detok *d, int32_t id, char *out, size_t capacity, size_t *n_out,
+                            weft_err *err) {
     if (n_out) *n_out = 0;
     if (!d || !d->tok || !out || !n_out) return weft_err_set(err, WEFT_EINVAL, "detokenizer: NULL argument");
     if (id < 0 || id >= d->tok->n_vocab)
         return weft_err_set(err, WEFT_ERANGE, "detokenizer: token id %d is outside the vocabulary (%lld)", id,
                             (long long)d->tok->n_vocab);
     if (capacity < weft_detok_bound(d->tok))
-        return weft_err_set(err, WEFT_ERANGE, "detokenizer: output buffer of %zu bytes is below the bound %zu",
-                            capacity, weft_detok_bound(d->tok));
+        return weft_err_set(err, WEFT_ERANGE,
+                            "detokenizer: output buffer of %zu bytes is below the bound %zu", capacity,
+                            weft_detok_bound(d->tok));
     size_t n;
     const char *p = render(d, id, &n);
     *n_out = feed_bytes(d, p, n, out);
@@ -142,8 +153,8 @@ weft_status weft_detok_prime(weft_detok *d, const int32_t *ids, size_t n, weft_e
     return st;
 }
 
-weft_status weft_tokenizer_decode(const weft_tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char **out,
-                                  size_t *out_len, weft_err *err) {
+weft_status weft_tokenizer_decode(const weft_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
+                                  char **out, size_t *out_len, weft_err *err) {
     if (!t || !out || (!ids && n)) return weft_err_set(err, WEFT_EINVAL, "detokenizer: NULL argument");
     *out = NULL;
     if (out_len) *out_len = 0;

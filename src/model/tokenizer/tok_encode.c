@@ -27,7 +27,9 @@ typedef struct enc {
     size_t span_cap[TOK_MAX_PRE];
 } enc;
 
-static weft_status oom(enc *c) { return weft_err_set(c->err, WEFT_ENOMEM, "tokenizer: out of memory"); }
+static weft_status oom(enc *c) {
+    return weft_err_set(c->err, WEFT_ENOMEM, "tokenizer: out of memory");
+}
 
 static weft_status span_push(enc *c, int step, size_t *count, size_t a, size_t b, bool m) {
     if (*count == c->span_cap[step]) {
@@ -52,8 +54,12 @@ static weft_status find_matches(enc *c, int step, const pcre2_code *re, const ch
         if (re) {
             int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, c->md, NULL);
             if (rc == PCRE2_ERROR_NOMATCH) break;
-            if (rc < 0)
-                return weft_err_set(c->err, WEFT_EINTERNAL, "tokenizer: pre-tokenizer regex failed (%d)", rc);
+            if (rc < 0) {
+                PCRE2_UCHAR msg[120];
+                pcre2_get_error_message(rc, msg, sizeof msg);
+                return weft_err_set(c->err, WEFT_EINTERNAL, "tokenizer: pre-tokenizer regex failed on %zu bytes: %s",
+                                    n, (const char *)msg);
+            }
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
             ms = ov[0];
             me = ov[1];
@@ -89,7 +95,9 @@ static void apply_behavior(tok_span *sp, size_t *count, tok_split_behavior beh, 
         for (size_t i = 0; i < n; i++)
             if (!sp[i].m) sp[k++] = sp[i];
         break;
-    case TOK_SPLIT_ISOLATED: k = n; break;
+    case TOK_SPLIT_ISOLATED:
+        k = n;
+        break;
     case TOK_SPLIT_CONTIGUOUS:
         for (size_t i = 0; i < n; i++) {
             if (k > 0 && sp[i].m == prev_m) {
@@ -102,8 +110,10 @@ static void apply_behavior(tok_span *sp, size_t *count, tok_split_behavior beh, 
         break;
     case TOK_SPLIT_MERGED_PREV:
         for (size_t i = 0; i < n; i++) {
-            if (sp[i].m && !prev_m && k > 0) sp[k - 1].b = sp[i].b;
-            else sp[k++] = sp[i];
+            if (sp[i].m && !prev_m && k > 0)
+                sp[k - 1].b = sp[i].b;
+            else
+                sp[k++] = sp[i];
             prev_m = sp[i].m;
         }
         break;
@@ -111,8 +121,10 @@ static void apply_behavior(tok_span *sp, size_t *count, tok_split_behavior beh, 
         /* fold from the end: a match joins the piece that follows it */
         size_t w = n;
         for (size_t i = n; i-- > 0;) {
-            if (sp[i].m && !prev_m && w < n) sp[w].a = sp[i].a;
-            else sp[--w] = sp[i];
+            if (sp[i].m && !prev_m && w < n)
+                sp[w].a = sp[i].a;
+            else
+                sp[--w] = sp[i];
             prev_m = sp[i].m;
         }
         memmove(sp, sp + w, (n - w) * sizeof *sp);
@@ -181,7 +193,8 @@ static weft_status pretok(enc *c, int step, const char *s, size_t n, bool first)
     case TOK_PRE_METASPACE: {
         in->n = 0;
         bool starts = n >= p->repl_len && memcmp(s, p->repl, p->repl_len) == 0;
-        bool prepend = (p->prepend_scheme == TOK_PREPEND_ALWAYS || (p->prepend_scheme == TOK_PREPEND_FIRST && first));
+        bool prepend =
+            (p->prepend_scheme == TOK_PREPEND_ALWAYS || (p->prepend_scheme == TOK_PREPEND_FIRST && first));
         /* the check runs after the space replacement: a leading ' ' becomes the replacement too */
         if (prepend && !starts && s[0] != ' ' && tok_buf_put(in, p->repl, p->repl_len)) return oom(c);
         for (size_t i = 0; i < n; i++) {
@@ -212,7 +225,8 @@ static size_t char_before(const char *s, size_t at, size_t floor, uint32_t *cp) 
 
 /* HF AddedVocabulary::find_matches over one text: leftmost-longest added tokens (special ones only with
  * PARSE_SPECIAL), single_word / lstrip / rstrip applied; gaps go to `gap`. */
-static weft_status split_added(enc *c, const tok_matcher *m, const char *s, size_t n, bool first, gap_fn gap) {
+static weft_status split_added(enc *c, const tok_matcher *m, const char *s, size_t n, bool first,
+                               gap_fn gap) {
     bool parse_special = c->flags & WEFT_TOK_PARSE_SPECIAL;
     size_t start_offset = 0, pos = 0;
     weft_status st;
@@ -243,13 +257,16 @@ static weft_status split_added(enc *c, const tok_matcher *m, const char *s, size
             }
         }
         if (hit->flags & TOK_ADD_LSTRIP) {
-            while (ms > start_offset && (k = char_before(s, ms, start_offset, &cp)) && tok_is_white_space(cp)) ms -= k;
+            while (ms > start_offset && (k = char_before(s, ms, start_offset, &cp)) && tok_is_white_space(cp))
+                ms -= k;
         }
         if (hit->flags & TOK_ADD_RSTRIP) {
-            while (me < n && (k = tok_utf8_next((const uint8_t *)s + me, n - me, &cp, &bad)) && tok_is_white_space(cp))
+            while (me < n && (k = tok_utf8_next((const uint8_t *)s + me, n - me, &cp, &bad)) &&
+                   tok_is_white_space(cp))
                 me += k;
         }
-        if (ms > start_offset && (st = gap(c, s + start_offset, ms - start_offset, first && start_offset == 0)))
+        if (ms > start_offset &&
+            (st = gap(c, s + start_offset, ms - start_offset, first && start_offset == 0)))
             return st;
         if (tok_vec_push(c->v, hit->id)) return oom(c);
         start_offset = pos = me;
@@ -306,7 +323,8 @@ weft_status weft_tokenizer_encode(const weft_tokenizer *t, const char *text, siz
 
 weft_status weft_tokenizer_encode_to(const weft_tokenizer *t, const char *text, size_t len, unsigned flags,
                                      int32_t *out, size_t capacity, size_t *n_out, weft_err *err) {
-    if (!n_out || (!out && capacity)) return weft_err_set(err, WEFT_EINVAL, "tokenizer: encode: NULL argument");
+    if (!n_out || (!out && capacity))
+        return weft_err_set(err, WEFT_EINVAL, "tokenizer: encode: NULL argument");
     weft_tok_vec v = {0};
     weft_status st = weft_tokenizer_encode(t, text, len, flags, &v, err);
     *n_out = v.n;

@@ -149,6 +149,10 @@ struct weft_tokenizer {
     uint64_t *poff;
     uint32_t *plen;
     size_t max_piece;
+    /* the piece of a token when it is the first of a text (NULL: same as above) */
+    char *p1arena;
+    uint64_t *p1off;
+    uint32_t *p1len;
 
     tok_map all;   /* every token (added tokens win) */
     tok_map model; /* model vocabulary only (BPE lookups); for GGUF vocabularies the same set as `all` */
@@ -164,7 +168,7 @@ struct weft_tokenizer {
     tok_model_kind model_kind;
     tok_pairs merges;
     bool byte_fallback, fuse_unk, ignore_merges;
-    int32_t unk_id; /* the model's unknown token, -1 none */
+    int32_t unk_id;        /* the model's unknown token, -1 none */
     int32_t byte_tok[256]; /* <0xNN> ids for byte fallback, -1 absent */
 
     /* post-processor */
@@ -188,7 +192,9 @@ weft_status tok_alloc_ids(struct weft_tokenizer *t, int64_t n, weft_err *err);
 weft_status tok_set_text(struct weft_tokenizer *t, tok_buf *ab, int32_t id, const char *s, size_t n);
 /* Finalises the text arena (ab is consumed) so token texts can be read. */
 void tok_finish_arena(struct weft_tokenizer *t, tok_buf *ab);
-static inline const char *tok_text(const struct weft_tokenizer *t, int32_t id) { return t->arena + t->off[id]; }
+static inline const char *tok_text(const struct weft_tokenizer *t, int32_t id) {
+    return t->arena + t->off[id];
+}
 
 /* Builds a matcher from an array of added tokens (the array is copied and sorted). */
 weft_status tok_matcher_build(tok_matcher *m, const tok_added *v, int32_t n, weft_err *err);
@@ -199,23 +205,33 @@ weft_status tok_regex_compile(const char *pat, size_t len, const char *what, pcr
 /* The GPT-2 pre-tokenizer pattern (HF ByteLevel use_regex). */
 extern const char TOK_GPT2_PATTERN[];
 
-/* Computes every token's piece from its text with the decoder description below. */
+/* Per-token decoder steps (HF decoders applied to one token), in order. */
+typedef enum tok_dec_kind {
+    TOK_DEC_REPLACE,
+    TOK_DEC_BYTE_FALLBACK,
+    TOK_DEC_BYTE_LEVEL,
+    TOK_DEC_STRIP
+} tok_dec_kind;
+typedef struct tok_dec_step {
+    tok_dec_kind kind;
+    char from[16], to[16]; /* REPLACE: literal from -> to; STRIP: from = the stripped character */
+    size_t from_len, to_len;
+    /* REPLACE only: the first token of a text gets first_to instead (HF Metaspace decoder: every replacement
+     * character of token 0 vanishes when a prefix is prepended) */
+    bool first_differs;
+    char first_to[16];
+    size_t first_to_len;
+    uint32_t start, stop; /* STRIP: leading / trailing occurrences removed */
+} tok_dec_step;
+#define TOK_MAX_DEC 16
 typedef struct tok_dec_desc {
-    bool byte_level;    /* reverse the GPT-2 byte map (tokens with characters outside it stay as text) */
-    bool byte_fallback; /* "<0xNN>" -> the byte */
-    /* literal replacements applied per token, in order (Metaspace, Replace) */
-    struct {
-        char from[16], to[16];
-        size_t from_len, to_len;
-    } repl[8];
-    int n_repl;
-    uint32_t strip_token_start; /* per-token Strip (before Fuse): leading / trailing characters */
-    uint32_t strip_token_stop;
-    char strip_token_char[8];
-    size_t strip_token_char_len;
-    /* GGUF: control/unknown/user-defined tokens are copied verbatim, unused/undefined ones give nothing */
+    tok_dec_step step[TOK_MAX_DEC];
+    int n;
+    /* GGUF: control/unknown/user-defined tokens are copied verbatim, byte tokens give their byte, unused and
+     * undefined ones give nothing; only normal tokens go through the steps */
     bool gguf_types;
 } tok_dec_desc;
+/* Computes every token's piece from its text. */
 weft_status tok_build_pieces(struct weft_tokenizer *t, const tok_dec_desc *dd, weft_err *err);
 
 /* Encoder pieces (tok_encode.c / tok_bpe.c). */
@@ -227,6 +243,7 @@ void tok_scratch_free(tok_scratch *sc);
 weft_status tok_vec_push(weft_tok_vec *v, int32_t id);
 
 /* Applies the normalizer chain (NULL chain: copies). */
-weft_status tok_normalize(const struct weft_tokenizer *t, const char *s, size_t n, tok_buf *out, weft_err *err);
+weft_status tok_normalize(const struct weft_tokenizer *t, const char *s, size_t n, tok_buf *out,
+                          weft_err *err);
 
 #endif

@@ -105,7 +105,8 @@ bool tok_is_white_space(uint32_t c) {
 }
 
 bool tok_is_word_char(uint32_t c) {
-    if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (c < 0x80)
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
     if (c == 0x200C || c == 0x200D) return true; /* Join_Control */
     switch (utf8proc_category((utf8proc_int32_t)c)) {
     case UTF8PROC_CATEGORY_LU:
@@ -210,7 +211,8 @@ static weft_status norm_replace(const tok_norm *nm, const char *s, size_t n, tok
         if (nm->alen == 0) return tok_buf_put(out, s, n);
         while (i + nm->alen <= n) {
             if (memcmp(s + i, nm->a, nm->alen) == 0) {
-                if (tok_buf_put(out, s + run, i - run) || tok_buf_put(out, nm->b, nm->blen)) return WEFT_ENOMEM;
+                if (tok_buf_put(out, s + run, i - run) || tok_buf_put(out, nm->b, nm->blen))
+                    return WEFT_ENOMEM;
                 i += nm->alen;
                 run = i;
             } else {
@@ -254,28 +256,43 @@ static weft_status norm_replace(const tok_norm *nm, const char *s, size_t n, tok
     return tok_buf_put(out, s + run, n - run);
 }
 
-weft_status tok_normalize(const struct weft_tokenizer *t, const char *s, size_t n, tok_buf *out, weft_err *err) {
+weft_status tok_normalize(const struct weft_tokenizer *t, const char *s, size_t n, tok_buf *out,
+                          weft_err *err) {
     out->n = 0;
-    if (t->n_norm == 0) return tok_buf_put(out, s, n) ? weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory")
-                                                      : WEFT_OK;
+    if (t->n_norm == 0)
+        return tok_buf_put(out, s, n) ? weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory") : WEFT_OK;
     tok_buf a = {0}, b = {0};
     weft_status st = tok_buf_put(&a, s, n);
     for (int i = 0; i < t->n_norm && !st; i++) {
         const tok_norm *nm = &t->norm[i];
         b.n = 0;
         switch (nm->kind) {
-        case TOK_NORM_NFC: st = norm_utf8proc(a.p, a.n, UTF8PROC_COMPOSE, &b, err); break;
-        case TOK_NORM_NFD: st = norm_utf8proc(a.p, a.n, UTF8PROC_DECOMPOSE, &b, err); break;
-        case TOK_NORM_NFKC: st = norm_utf8proc(a.p, a.n, UTF8PROC_COMPOSE | UTF8PROC_COMPAT, &b, err); break;
-        case TOK_NORM_NFKD: st = norm_utf8proc(a.p, a.n, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, &b, err); break;
-        case TOK_NORM_LOWER: st = norm_lower(a.p, a.n, &b); break;
-        case TOK_NORM_STRIP: st = norm_strip(nm, a.p, a.n, &b); break;
+        case TOK_NORM_NFC:
+            st = norm_utf8proc(a.p, a.n, UTF8PROC_COMPOSE, &b, err);
+            break;
+        case TOK_NORM_NFD:
+            st = norm_utf8proc(a.p, a.n, UTF8PROC_DECOMPOSE, &b, err);
+            break;
+        case TOK_NORM_NFKC:
+            st = norm_utf8proc(a.p, a.n, UTF8PROC_COMPOSE | UTF8PROC_COMPAT, &b, err);
+            break;
+        case TOK_NORM_NFKD:
+            st = norm_utf8proc(a.p, a.n, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, &b, err);
+            break;
+        case TOK_NORM_LOWER:
+            st = norm_lower(a.p, a.n, &b);
+            break;
+        case TOK_NORM_STRIP:
+            st = norm_strip(nm, a.p, a.n, &b);
+            break;
         case TOK_NORM_PREPEND:
             /* HF Prepend: only non-empty text gets the prefix */
             if (a.n) st = tok_buf_put(&b, nm->a, nm->alen);
             if (!st) st = tok_buf_put(&b, a.p, a.n);
             break;
-        case TOK_NORM_REPLACE: st = norm_replace(nm, a.p, a.n, &b, err); break;
+        case TOK_NORM_REPLACE:
+            st = norm_replace(nm, a.p, a.n, &b, err);
+            break;
         }
         tok_buf tmp = a;
         a = b;

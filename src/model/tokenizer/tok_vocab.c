@@ -8,20 +8,22 @@
  * PARSE_SPECIAL). */
 #include "tok_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* llama.cpp's regexes per pre-tokenizer type (llm_tokenizer_bpe). */
-#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+#define RE_GPT2         "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 #define RE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define RE_LLAMA3                                                                                            \
-    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"  \
-                    "\\s+(?!\\S)|\\s+"
+    RE_CONTRACTIONS                                                                                          \
+    "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"               \
+    "\\s+(?!\\S)|\\s+"
 #define RE_QWEN2                                                                                             \
-    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"       \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"    \
                     "\\s+(?!\\S)|\\s+"
 #define RE_QWEN35                                                                                            \
-    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"       \
+    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"    \
                     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 typedef struct pre_def {
@@ -31,10 +33,7 @@ typedef struct pre_def {
 } pre_def;
 
 static const pre_def PRE_DEFS[] = {
-    {{"default"},
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"},
-     false,
-     false},
+    {{"default"}, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false, false},
     {{"gpt-2", "phi-2", "mpt", "olmo"}, {RE_GPT2}, false, false},
     {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1"}, {RE_LLAMA3}, true, true},
     {{"dbrx", "smaug-bpe"}, {RE_LLAMA3}, false, false},
@@ -60,20 +59,27 @@ static size_t slen(const char *const *v, const size_t *lens, int64_t i) {
 
 static uint8_t attr_of(int32_t type) {
     switch (type) {
-    case WEFT_VOCAB_TYPE_NORMAL: return WEFT_TOKEN_NORMAL;
-    case WEFT_VOCAB_TYPE_UNKNOWN: return WEFT_TOKEN_UNKNOWN;
-    case WEFT_VOCAB_TYPE_CONTROL: return WEFT_TOKEN_CONTROL;
-    case WEFT_VOCAB_TYPE_USER_DEFINED: return WEFT_TOKEN_USER_DEFINED;
-    case WEFT_VOCAB_TYPE_UNUSED: return WEFT_TOKEN_UNUSED;
-    case WEFT_VOCAB_TYPE_BYTE: return WEFT_TOKEN_BYTE;
-    default: return 0; /* llama.cpp: undefined */
+    case WEFT_VOCAB_TYPE_NORMAL:
+        return WEFT_TOKEN_NORMAL;
+    case WEFT_VOCAB_TYPE_UNKNOWN:
+        return WEFT_TOKEN_UNKNOWN;
+    case WEFT_VOCAB_TYPE_CONTROL:
+        return WEFT_TOKEN_CONTROL;
+    case WEFT_VOCAB_TYPE_USER_DEFINED:
+        return WEFT_TOKEN_USER_DEFINED;
+    case WEFT_VOCAB_TYPE_UNUSED:
+        return WEFT_TOKEN_UNUSED;
+    case WEFT_VOCAB_TYPE_BYTE:
+        return WEFT_TOKEN_BYTE;
+    default:
+        return 0; /* llama.cpp: undefined */
     }
 }
 
 static weft_status check_id(const char *what, int32_t id, int64_t n, weft_err *err) {
     if (id < -1 || id >= n)
-        return weft_err_set(err, WEFT_EFORMAT, "vocab: %s = %d is outside the vocabulary (%lld tokens)", what, id,
-                            (long long)n);
+        return weft_err_set(err, WEFT_EFORMAT, "vocab: %s = %d is outside the vocabulary (%lld tokens)", what,
+                            id, (long long)n);
     return WEFT_OK;
 }
 
@@ -87,12 +93,16 @@ static weft_status load_merges(weft_tokenizer *t, const weft_vocab_desc *d, weft
     weft_status st = WEFT_OK;
     for (int64_t i = 0; i < d->n_merges && !st; i++) {
         const char *m = d->merges[i];
+        if (!m) {
+            st = weft_err_set(err, WEFT_EINVAL, "vocab: merge %lld is NULL", (long long)i);
+            break;
+        }
         size_t n = slen(d->merges, d->merge_lens, i);
         /* llama.cpp: the split is at the first space after byte 0 */
         const char *sp = n > 1 ? memchr(m + 1, ' ', n - 1) : NULL;
-        if (!m || !sp) {
-            st = weft_err_set(err, WEFT_EFORMAT, "vocab: merge %lld \"%.*s\" has no separating space", (long long)i,
-                              (int)(n > 64 ? 64 : n), m ? m : "");
+        if (!sp) {
+            st = weft_err_set(err, WEFT_EFORMAT, "vocab: merge %lld \"%.*s\" has no separating space",
+                              (long long)i, (int)(n > 64 ? 64 : n), m);
             break;
         }
         size_t la = (size_t)(sp - m), lb = n - la - 1;
@@ -106,8 +116,11 @@ static weft_status load_merges(weft_tokenizer *t, const weft_vocab_desc *d, weft
         if (a < 0 || b < 0 || ab < 0)
             st = weft_err_set(err, WEFT_EFORMAT, "vocab: merge %lld \"%.*s\": %s is not in the vocabulary",
                               (long long)i, (int)(n > 64 ? 64 : n), m,
-                              a < 0 ? "the left token" : b < 0 ? "the right token" : "the merged token");
-        else tok_pairs_put(&t->merges, a, b, (int32_t)i, ab);
+                              a < 0   ? "the left token"
+                              : b < 0 ? "the right token"
+                                      : "the merged token");
+        else
+            tok_pairs_put(&t->merges, a, b, (int32_t)i, ab);
     }
     tok_buf_free(&cat);
     return st;
@@ -122,20 +135,30 @@ static weft_status build(weft_tokenizer *t, const weft_vocab_desc *d, bool spm, 
             tok_buf_free(&ab);
             return weft_err_set(err, WEFT_EINVAL, "vocab: token %lld is NULL", (long long)i);
         }
-        if (tok_set_text(t, &ab, (int32_t)i, d->tokens[i], slen(d->tokens, d->token_lens, i))) {
+        const char *text = d->tokens[i];
+        size_t tl = slen(d->tokens, d->token_lens, i);
+        char empty[40];
+        if (tl == 0) { /* llama.cpp renames empty tokens so they stay distinct */
+            tl = (size_t)snprintf(empty, sizeof empty, "[EMPTY_%lld]", (long long)i);
+            text = empty;
+        }
+        if (tok_set_text(t, &ab, (int32_t)i, text, tl)) {
             tok_buf_free(&ab);
             return weft_err_set(err, WEFT_ENOMEM, "vocab: out of memory");
         }
         t->attr[i] = d->token_types ? attr_of(d->token_types[i]) : WEFT_TOKEN_NORMAL;
     }
     tok_finish_arena(t, &ab);
-    if (tok_map_init(&t->all, (size_t)d->n_tokens)) return weft_err_set(err, WEFT_ENOMEM, "vocab: out of memory");
+    if (tok_map_init(&t->all, (size_t)d->n_tokens))
+        return weft_err_set(err, WEFT_ENOMEM, "vocab: out of memory");
     for (int64_t i = 0; i < d->n_tokens; i++) {
         int32_t prev;
-        if (tok_map_put(&t->all, t, (int32_t)i, false, &prev)) return weft_err_set(err, WEFT_ENOMEM, "vocab: oom");
+        if (tok_map_put(&t->all, t, (int32_t)i, false, &prev))
+            return weft_err_set(err, WEFT_ENOMEM, "vocab: oom");
         if (prev >= 0)
             return weft_err_set(err, WEFT_EFORMAT, "vocab: duplicate token \"%.*s\" has ids %d and %lld",
-                                (int)(t->len[i] > 64 ? 64 : t->len[i]), tok_text(t, (int32_t)i), prev, (long long)i);
+                                (int)(t->len[i] > 64 ? 64 : t->len[i]), tok_text(t, (int32_t)i), prev,
+                                (long long)i);
     }
     /* t->model stays empty: BPE lookups then use `all`, as llama.cpp's text_to_token does */
 
@@ -179,14 +202,15 @@ weft_status weft_tokenizer_from_vocab(const weft_vocab_desc *d, weft_tokenizer *
     const pre_def *pre = NULL;
     if (!spm) {
         if (strcmp(d->model, "gpt2") != 0)
-            return weft_err_set(err, WEFT_ENOTSUP, "vocab: tokenizer model \"%s\" is not supported (llama, gpt2)",
-                                d->model);
+            return weft_err_set(err, WEFT_ENOTSUP,
+                                "vocab: tokenizer model \"%s\" is not supported (llama, gpt2)", d->model);
         pre = find_pre(d->pre);
         if (!pre)
             return weft_err_set(err, WEFT_ENOTSUP, "vocab: pre-tokenizer \"%s\" is not supported", d->pre);
     }
     weft_status st;
-    if ((st = check_id("bos", d->bos, d->n_tokens, err)) || (st = check_id("eos", d->eos, d->n_tokens, err)) ||
+    if ((st = check_id("bos", d->bos, d->n_tokens, err)) ||
+        (st = check_id("eos", d->eos, d->n_tokens, err)) ||
         (st = check_id("unk", d->unk, d->n_tokens, err)) || (st = check_id("pad", d->pad, d->n_tokens, err)))
         return st;
     weft_tokenizer *t = calloc(1, sizeof *t);
@@ -228,11 +252,12 @@ weft_status weft_tokenizer_from_vocab(const weft_vocab_desc *d, weft_tokenizer *
             st = weft_err_set(err, WEFT_ENOMEM, "vocab: out of memory");
             goto fail;
         }
-        memcpy(dd.repl[0].from, "\xE2\x96\x81", 3);
-        dd.repl[0].from_len = 3;
-        dd.repl[0].to[0] = ' ';
-        dd.repl[0].to_len = 1;
-        dd.n_repl = 1;
+        tok_dec_step *ds = &dd.step[dd.n++];
+        ds->kind = TOK_DEC_REPLACE;
+        memcpy(ds->from, "\xE2\x96\x81", 3);
+        ds->from_len = 3;
+        ds->to[0] = ' ';
+        ds->to_len = 1;
         if (space_prefix) {
             t->strip_char[0] = ' ';
             t->strip_char_len = 1;
@@ -257,7 +282,7 @@ weft_status weft_tokenizer_from_vocab(const weft_vocab_desc *d, weft_tokenizer *
                 goto fail;
         }
         t->pre[t->n_pre++].kind = TOK_PRE_BYTELEVEL;
-        dd.byte_level = true;
+        dd.step[dd.n++].kind = TOK_DEC_BYTE_LEVEL;
         if ((st = load_merges(t, d, err))) goto fail;
     }
     if (add_bos && t->bos < 0) {

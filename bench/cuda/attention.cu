@@ -1,0 +1,117 @@
+// weft_cu_attention: fp64 CPU reference of causal GQA attention over a cache, row invariance (a row alone ==
+// the same row among rows of other positions and streams, bit for bit), and decode timing at growing context.
+#include "common.cuh"
+#include "cuda_kernels.h"
+
+namespace {
+
+struct Case {
+    int Hq, Hkv, d, cap;
+};
+
+// Fills one stream's cache for layer 0 with random K/V; returns the host copy [2][cap][kvd].
+std::vector<float> fill_cache(float *kv, const Case &c, uint64_t seed) {
+    Rng rng(seed);
+    const size_t n = (size_t)2 * c.cap * c.Hkv * c.d;
+    std::vector<float> h(n);
+    for (auto &v : h) v = rng.uniform();
+    CK(cudaMemcpy(kv, h.data(), n * 4, cudaMemcpyHostToDevice));
+    return h;
+}
+
+double ref_check(const Case &c, const std::vector<float> &q, const std::vector<float> &cache,
+                 const std::vector<float> &out, int r, int pos) {
+    const int G = c.Hq / c.Hkv, kvd = c.Hkv * c.d;
+    const double scale = 1.0 / sqrt((double)c.d);
+    double worst = 0;
+    std::vector<double> s(pos + 1);
+    for (int h = 0; h < c.Hq; h++) {
+        const int j = h / G;
+        const float *qh = &q[((size_t)r * c.Hq + h) * c.d];
+        double mx = -1e300;
+        for (int t = 0; t <= pos; t++) {
+            double acc = 0;
+            for (int i = 0; i < c.d; i++) acc += (double)qh[i] * cache[(size_t)t * kvd + j * c.d + i];
+            s[t] = acc * scale;
+            mx = fmax(mx, s[t]);
+        }
+        double sum = 0;
+        for (int t = 0; t <= pos; t++) sum += (s[t] = exp(s[t] - mx));
+        for (int i = 0; i < c.d; i++) {
+            double o = 0;
+            for (int t = 0; t <= pos; t++) o += s[t] * cache[((size_t)c.cap + t) * kvd + j * c.d + i];
+            o /= sum;
+            worst = fmax(worst, fabs(out[((size_t)r * c.Hq + h) * c.d + i] - o));
+        }
+    }
+    return worst;
+}
+
+void run_case(const Case &c, const int *positions, int n_rows) {
+    const int qd = c.Hq * c.d;
+    float *kv[2];
+    for (auto &p : kv) CK(cudaMalloc(&p, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
+    std::vector<float> cache0 = fill_cache(kv[0], c, 1), cache1 = fill_cache(kv[1], c, 2);
+    Rng rng(3);
+    std::vector<float> q((size_t)n_rows * qd);
+    for (auto &v : q) v = rng.uniform() * 2.0f;
+    std::vector<weft_cu_row> rows(n_rows);
+    for (int r = 0; r < n_rows; r++) rows[r] = weft_cu_row{kv[r % 2], positions[r], 0, c.cap, 0};
+    float *dq = dev_upload(q), *dout = nullptr;
+    weft_cu_row *drows = dev_upload(rows);
+    CK(cudaMalloc(&dout, q.size() * sizeof(float)));
+    CK(cudaMemset(dout, 0xff, q.size() * sizeof(float)));
+    CK(weft_cu_attention(dq, dout, drows, n_rows, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), 0));
+    std::vector<float> out = dev_download(dout, q.size());
+    double worst = 0;
+    for (int r = 0; r < n_rows; r++) worst = fmax(worst, ref_check(c, q, r % 2 ? cache1 : cache0, out, r, positions[r]));
+    EXPECT(worst < 1e-5, "attention %d/%d d=%d: worst %.3g", c.Hq, c.Hkv, c.d, worst);
+    bool inv_ok = true;
+    for (int r = 0; r < n_rows; r++) { // each row alone
+        CK(weft_cu_attention(dq + (size_t)r * qd, dout, drows + r, 1, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), 0));
+        std::vector<float> one = dev_download(dout, qd);
+        inv_ok &= !memcmp(one.data(), out.data() + (size_t)r * qd, qd * sizeof(float));
+    }
+    EXPECT(inv_ok, "attention %d/%d d=%d: a row alone differs from the batch", c.Hq, c.Hkv, c.d);
+    printf("attention %2d/%d d=%-3d rows=%-3d worst=%.1e invariance=%s\n", c.Hq, c.Hkv, c.d, n_rows, worst,
+           inv_ok ? "ok" : "FAIL");
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(drows);
+    for (auto p : kv) cudaFree(p);
+}
+
+void time_decode(const Case &c, int ctx, int n_rows) {
+    const int qd = c.Hq * c.d;
+    float *kv = nullptr, *dq = nullptr, *dout = nullptr;
+    CK(cudaMalloc(&kv, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
+    CK(cudaMemset(kv, 0x3c, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
+    CK(cudaMalloc(&dq, (size_t)n_rows * qd * 4));
+    CK(cudaMemset(dq, 0x3c, (size_t)n_rows * qd * 4));
+    CK(cudaMalloc(&dout, (size_t)n_rows * qd * 4));
+    std::vector<weft_cu_row> rows(n_rows, weft_cu_row{kv, ctx - 1, 0, c.cap, 0});
+    weft_cu_row *drows = dev_upload(rows);
+    double t = time_ms([&] {
+        weft_cu_attention(dq, dout, drows, n_rows, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), 0);
+    });
+    double bytes = 2.0 * ctx * c.Hkv * c.d * 4 * n_rows;
+    printf("attention decode %d/%d d=%d ctx=%-6d rows=%-3d %.3f ms  %.0f GB/s (KV bytes / time)\n", c.Hq, c.Hkv, c.d,
+           ctx, n_rows, t, bytes / t / 1e6);
+    cudaFree(kv);
+    cudaFree(dq);
+    cudaFree(dout);
+    cudaFree(drows);
+}
+
+} // namespace
+
+int main() {
+    const int small[] = {0, 1, 31, 32, 33, 62, 63, 5};
+    run_case(Case{4, 2, 16, 64}, small, 8);
+    const int mid[] = {0, 100, 1023, 1024, 1025, 2047, 3000, 4095};
+    run_case(Case{32, 8, 128, 4096}, mid, 8);
+    run_case(Case{64, 8, 128, 2048}, mid, 4);
+    for (int ctx : {512, 4096, 32768}) time_decode(Case{32, 8, 128, 32768}, ctx, 1);
+    time_decode(Case{32, 8, 128, 4096}, 512, 16);
+    return report("bench_cuda_attention");
+}

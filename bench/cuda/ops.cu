@@ -1,0 +1,121 @@
+// weft_cu_rmsnorm, weft_cu_rope_store and weft_cu_swiglu: CPU references (the CPU backend's formulas), checks,
+// row invariance (a row alone == the same row among others, bit for bit) and timing.
+#include "common.cuh"
+#include "cuda_kernels.h"
+
+namespace {
+
+void check_rmsnorm(int n, int rows) {
+    Rng rng(11);
+    std::vector<float> x((size_t)rows * n), w(n);
+    for (auto &v : x) v = rng.uniform() * 3.0f;
+    for (auto &v : w) v = 1.0f + 0.1f * rng.uniform();
+    float *dx = dev_upload(x), *dw = dev_upload(w), *dy = nullptr;
+    CK(cudaMalloc(&dy, x.size() * sizeof(float)));
+    CK(weft_cu_rmsnorm(dy, n, dx, n, nullptr, dw, rows, n, 1e-5f, 0));
+    std::vector<float> y = dev_download(dy, x.size());
+    double worst = 0;
+    for (int r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int i = 0; i < n; i++) ss += (double)x[(size_t)r * n + i] * x[(size_t)r * n + i];
+        double inv = 1.0 / sqrt(ss / n + 1e-5);
+        for (int i = 0; i < n; i++) {
+            double ref = w[i] * (x[(size_t)r * n + i] * inv), d = fabs(y[(size_t)r * n + i] - ref);
+            worst = fmax(worst, d / fmax(1.0, fabs(ref)));
+        }
+    }
+    EXPECT(worst < 1e-5, "rmsnorm n=%d: worst %.3g", n, worst);
+    // row 5 alone, through a row map, must give the same bits
+    std::vector<int> map = {5};
+    int *dmap = dev_upload(map);
+    CK(weft_cu_rmsnorm(dy, n, dx, n, dmap, dw, 1, n, 1e-5f, 0));
+    std::vector<float> y5 = dev_download(dy, n);
+    bool inv_ok = !memcmp(y5.data(), y.data() + (size_t)5 * n, n * sizeof(float));
+    EXPECT(inv_ok, "rmsnorm n=%d: a mapped row differs", n);
+    double t = time_ms([&] { weft_cu_rmsnorm(dy, n, dx, n, nullptr, dw, rows, n, 1e-5f, 0); });
+    printf("rmsnorm  n=%-6d rows=%-5d worst=%.1e invariance=%s  %.4f ms  %.0f GB/s\n", n, rows, worst,
+           inv_ok ? "ok" : "FAIL", t, 2.0 * x.size() * 4 / t / 1e6);
+    cudaFree(dx);
+    cudaFree(dw);
+    cudaFree(dy);
+    cudaFree(dmap);
+}
+
+void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent) {
+    Rng rng(13);
+    const int qd = Hq * d, kvd = Hkv * d, rot = d, half = rot / 2, L = 2, layer = 1;
+    std::vector<float> q((size_t)rows * qd), k((size_t)rows * kvd), v((size_t)rows * kvd), inv(half);
+    for (auto &x : q) x = rng.uniform();
+    for (auto &x : k) x = rng.uniform();
+    for (auto &x : v) x = rng.uniform();
+    for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / pow(500000.0, (double)(2 * i) / rot));
+    float *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v), *dinv = dev_upload(inv), *kv = nullptr;
+    CK(cudaMalloc(&kv, (size_t)L * 2 * cap * kvd * sizeof(float)));
+    std::vector<weft_cu_row> rw(rows);
+    for (int r = 0; r < rows; r++) rw[r] = weft_cu_row{kv, (r * 37) % cap, 0, cap, 0};
+    weft_cu_row *drows = dev_upload(rw);
+    weft_cu_rope rope{rot, adjacent ? 1 : 0, 1.0f, dinv};
+    CK(weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, 0));
+    std::vector<float> gq = dev_download(dq, q.size());
+    std::vector<float> cache = dev_download(kv, (size_t)L * 2 * cap * kvd);
+    double worst = 0;
+    bool store_ok = true;
+    for (int r = 0; r < rows; r++) {
+        const int pos = rw[r].pos;
+        for (int h = 0; h < Hq + Hkv; h++) {
+            const float *src = h < Hq ? &q[(size_t)r * qd + h * d] : &k[(size_t)r * kvd + (h - Hq) * d];
+            for (int i = 0; i < half; i++) {
+                double ang = (double)(float)((float)pos * inv[i]), c = cos(ang), s = sin(ang);
+                int a = adjacent ? 2 * i : i, b = adjacent ? 2 * i + 1 : i + half;
+                double ra = src[a] * c - src[b] * s, rb = src[b] * c + src[a] * s;
+                const float *got = h < Hq ? &gq[(size_t)r * qd + h * d]
+                                          : &cache[((size_t)(2 * layer) * cap + pos) * kvd + (h - Hq) * d];
+                worst = fmax(worst, fmax(fabs(got[a] - ra), fabs(got[b] - rb)));
+            }
+        }
+        store_ok &= !memcmp(&cache[((size_t)(2 * layer + 1) * cap + pos) * kvd], &v[(size_t)r * kvd], kvd * 4);
+    }
+    EXPECT(worst < 2e-5 * (1 + cap / 1000.0), "rope: worst %.3g", worst);
+    EXPECT(store_ok, "rope: V rows not stored");
+    double t = time_ms([&] { weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, 0); });
+    printf("rope     %d/%d heads d=%d rows=%-4d %s worst=%.1e store=%s  %.4f ms\n", Hq, Hkv, d, rows,
+           adjacent ? "adjacent" : "halves  ", worst, store_ok ? "ok" : "FAIL", t);
+    for (float *p : {dq, dk, dv, dinv, kv}) cudaFree(p);
+    cudaFree(drows);
+}
+
+void check_swiglu(int64_t n) {
+    Rng rng(17);
+    std::vector<float> g(n), u(n);
+    for (auto &x : g) x = rng.uniform() * 6.0f;
+    for (auto &x : u) x = rng.uniform();
+    float *dg = dev_upload(g), *du = dev_upload(u);
+    CK(weft_cu_swiglu(dg, du, n, 0));
+    std::vector<float> y = dev_download(dg, n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double ref = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+        worst = fmax(worst, fabs(y[i] - ref) / fmax(1.0, fabs(ref)));
+    }
+    EXPECT(worst < 1e-6, "swiglu: worst %.3g", worst);
+    CK(cudaMemcpy(dg, g.data(), n * 4, cudaMemcpyHostToDevice));
+    double t = time_ms([&] { weft_cu_swiglu(dg, du, n, 0); });
+    printf("swiglu   n=%-9lld worst=%.1e  %.4f ms  %.0f GB/s\n", (long long)n, worst, t, 3.0 * n * 4 / t / 1e6);
+    cudaFree(dg);
+    cudaFree(du);
+}
+
+} // namespace
+
+int main() {
+    check_rmsnorm(64, 7);
+    check_rmsnorm(128, 33);
+    check_rmsnorm(4096, 1);
+    check_rmsnorm(4096, 256);
+    check_rope(4, 2, 16, 9, 64, true);
+    check_rope(32, 8, 128, 1, 4096, false);
+    check_rope(32, 8, 128, 256, 4096, false);
+    check_swiglu(14336);
+    check_swiglu(14336LL * 256);
+    return report("bench_cuda_ops");
+}

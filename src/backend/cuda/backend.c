@@ -1,0 +1,372 @@
+/* The CUDA backend (weft/cuda_backend.h): creation with device-memory admission, weight upload, stream slots
+ * with device KV caches, keep/release, prompt-cache snapshots, memory report, destroy. forward.c runs rounds. */
+#include "cuda_model.h"
+
+#include "weft/cpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB(x) ((double)(x) / 1048576.0)
+
+int weft_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+size_t cu_kv_bytes(const cu_backend *b, int capacity) {
+    return (size_t)b->L * 2 * (size_t)capacity * (size_t)(b->Hkv * b->d) * sizeof(float);
+}
+
+/* Free device memory minus the reserve (0 when the reserve is larger). */
+static size_t device_free(const cu_backend *b) {
+    size_t fr = 0, total = 0;
+    if (cudaSetDevice(b->dev) != cudaSuccess || cudaMemGetInfo(&fr, &total) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return fr > b->reserve ? fr - b->reserve : 0;
+}
+
+static weft_status cu_open(void *self, int slot, int capacity, weft_err *err) {
+    cu_backend *b = self;
+    if (slot < 0 || slot >= b->max_slots) return weft_err_set(err, WEFT_EINVAL, "slot %d out of range", slot);
+    if (b->kv[slot]) return weft_err_set(err, WEFT_EINVAL, "slot %d is already open", slot);
+    if (capacity < 1 || capacity > b->max_context)
+        return weft_err_set(err, WEFT_EINVAL, "capacity %d outside [1, %d]", capacity, b->max_context);
+    size_t bytes = cu_kv_bytes(b, capacity), avail = device_free(b);
+    if (bytes > avail)
+        return weft_err_set(err, WEFT_ENOMEM,
+                            "cuda: a stream of %d positions needs %.1f MiB of KV cache; %.1f MiB of device memory is "
+                            "free beyond the %.1f MiB reserve",
+                            capacity, MIB(bytes), MIB(avail), MIB(b->reserve));
+    CU_TRY(cudaSetDevice(b->dev), "selecting the device");
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return weft_err_set(err, WEFT_ENOMEM, "cuda: cannot allocate %.1f MiB of KV cache for slot %d: %s", MIB(bytes),
+                            slot, cudaGetErrorString(e));
+    }
+    b->kv[slot] = p;
+    b->cap[slot] = capacity;
+    b->slots_bytes += bytes;
+    return WEFT_OK;
+}
+
+static void cu_release(void *self, int slot) {
+    cu_backend *b = self;
+    if (slot < 0 || slot >= b->max_slots || !b->kv[slot]) return;
+    cudaSetDevice(b->dev);
+    cudaFree(b->kv[slot]);
+    b->slots_bytes -= cu_kv_bytes(b, b->cap[slot]);
+    b->kv[slot] = NULL;
+    b->cap[slot] = 0;
+}
+
+static weft_status cu_keep(void *self, int slot, int cache_len, weft_err *err) {
+    cu_backend *b = self;
+    if (slot < 0 || slot >= b->max_slots || !b->kv[slot])
+        return weft_err_set(err, WEFT_EINVAL, "keep: slot %d is not open", slot);
+    if (cache_len < 0 || cache_len > b->cap[slot])
+        return weft_err_set(err, WEFT_ERANGE, "keep: %d outside capacity %d", cache_len, b->cap[slot]);
+    return WEFT_OK; /* rows past cache_len are overwritten by the next forward before any row reads them */
+}
+
+static void cu_memory(void *self, size_t *used, size_t *free_bytes) {
+    cu_backend *b = self;
+    if (used) *used = b->allocs.bytes + b->slots_bytes;
+    if (free_bytes) *free_bytes = device_free(b);
+}
+
+/* Snapshot at pos: per layer the K rows [0, pos) then the V rows [0, pos) (the CPU family's layout). */
+static size_t cu_snapshot_bytes(void *self, int pos) {
+    const cu_backend *b = self;
+    return pos < 0 ? 0 : cu_kv_bytes(b, pos);
+}
+
+static weft_status snapshot_copy(cu_backend *b, int slot, int pos, void *host, size_t bytes, int to_host,
+                                 weft_err *err) {
+    if (slot < 0 || slot >= b->max_slots || !b->kv[slot])
+        return weft_err_set(err, WEFT_EINVAL, "%s: slot %d is not open", to_host ? "save" : "restore", slot);
+    if (pos < 0 || pos > b->cap[slot])
+        return weft_err_set(err, WEFT_ERANGE, "snapshot at %d outside capacity %d", pos, b->cap[slot]);
+    if (bytes != cu_kv_bytes(b, pos))
+        return weft_err_set(err, WEFT_EINVAL, "snapshot: %zu bytes given for a snapshot at %d", bytes, pos);
+    CU_TRY(cudaSetDevice(b->dev), "selecting the device");
+    const size_t kvd = (size_t)(b->Hkv * b->d), rows = (size_t)pos * kvd * sizeof(float);
+    char *h = host;
+    for (int64_t l = 0; l < b->L; l++)
+        for (int w = 0; w < 2; w++, h += rows) {
+            float *dev = b->kv[slot] + ((size_t)(2 * l + w) * (size_t)b->cap[slot]) * kvd;
+            if (!rows) continue;
+            CU_TRY(to_host ? cudaMemcpy(h, dev, rows, cudaMemcpyDeviceToHost)
+                           : cudaMemcpy(dev, h, rows, cudaMemcpyHostToDevice),
+                   "copying a snapshot");
+        }
+    return WEFT_OK;
+}
+
+static weft_status cu_save(void *self, int slot, int pos, void *dst, size_t bytes, weft_err *err) {
+    return snapshot_copy(self, slot, pos, dst, bytes, 1, err);
+}
+
+static weft_status cu_restore(void *self, int slot, int pos, const void *src, size_t bytes, weft_err *err) {
+    return snapshot_copy(self, slot, pos, (void *)src, bytes, 0, err);
+}
+
+static void cu_destroy(void *self) {
+    cu_backend *b = self;
+    if (!b) return;
+    cudaSetDevice(b->dev);
+    if (b->stream) cudaStreamSynchronize(b->stream);
+    for (int s = 0; b->kv && s < b->max_slots; s++) cu_release(b, s);
+    cu_free_all(&b->allocs);
+    if (b->h_rows) cudaFreeHost(b->h_rows);
+    if (b->h_outrows) cudaFreeHost(b->h_outrows);
+    if (b->h_logits) cudaFreeHost(b->h_logits);
+    if (b->stream) cudaStreamDestroy(b->stream);
+    weft_sampler_free(b->sampler);
+    free(b->layers);
+    free(b->kv);
+    free(b->cap);
+    free(b);
+}
+
+static const weft_backend_ops CUDA_OPS = {
+    .name = "cuda",
+    .open = cu_open,
+    .forward = cu_forward,
+    .keep = cu_keep,
+    .release = cu_release,
+    .memory = cu_memory,
+    .snapshot_bytes = cu_snapshot_bytes,
+    .save = cu_save,
+    .restore = cu_restore,
+    .destroy = cu_destroy,
+};
+
+/* ---- creation ---- */
+
+typedef struct mat_ref {
+    weft_cu_weight *w;
+    const weft_tensor *t;
+} mat_ref;
+
+static const weft_tensor *need(const weft_tensor_set *ts, const char *name, weft_err *err) {
+    const weft_tensor *t = weft_tensor_set_get(ts, name);
+    if (!t) weft_err_set(err, WEFT_EFORMAT, "missing tensor %s", name);
+    return t;
+}
+
+/* Plans every matrix (shape and dtype checks, device bytes) before any upload. */
+static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts, mat_ref *mats,
+                             int *n_mats, bool *tied, weft_err *err) {
+    const int64_t H = b->H, qd = b->Hq * b->d, kvd = b->Hkv * b->d, I = b->I;
+    int n = 0;
+    weft_status st;
+    const weft_tensor *emb = need(ts, "model.embed_tokens.weight", err);
+    if (!emb) return WEFT_EFORMAT;
+    const weft_tensor *head = weft_tensor_set_get(ts, "lm_head.weight");
+    *tied = cfg->tie_word_embeddings || !head || head == emb;
+    if (*tied) head = emb;
+    if ((st = cu_weight_plan(emb, b->V, H, &b->embed, err))) return st;
+    mats[n++] = (mat_ref){&b->embed, emb};
+    if ((st = cu_weight_plan(head, b->V, H, &b->head, err))) return st;
+    if (!*tied) mats[n++] = (mat_ref){&b->head, head};
+    for (int64_t l = 0; l < b->L; l++) {
+        cu_layer *ly = &b->layers[l];
+        struct {
+            const char *suffix;
+            weft_cu_weight *w;
+            int64_t rows, cols;
+        } want[7] = {{"self_attn.q_proj.weight", &ly->wq, qd, H},  {"self_attn.k_proj.weight", &ly->wk, kvd, H},
+                     {"self_attn.v_proj.weight", &ly->wv, kvd, H}, {"self_attn.o_proj.weight", &ly->wo, H, qd},
+                     {"mlp.gate_proj.weight", &ly->wg, I, H},      {"mlp.up_proj.weight", &ly->wu, I, H},
+                     {"mlp.down_proj.weight", &ly->wd, H, I}};
+        for (int i = 0; i < 7; i++) {
+            char nm[160];
+            snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, want[i].suffix);
+            const weft_tensor *t = need(ts, nm, err);
+            if (!t) return WEFT_EFORMAT;
+            if ((st = cu_weight_plan(t, want[i].rows, want[i].cols, want[i].w, err))) return st;
+            mats[n++] = (mat_ref){want[i].w, t};
+        }
+    }
+    *n_mats = n;
+    return WEFT_OK;
+}
+
+static weft_status upload_vectors(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts, weft_err *err) {
+    weft_status st;
+    const weft_tensor *fn = need(ts, "model.norm.weight", err);
+    if (!fn) return WEFT_EFORMAT;
+    if ((st = cu_vec_upload(fn, b->H, &b->final_norm, &b->allocs, err))) return st;
+    const bool qk = cfg->family == WEFT_FAMILY_QWEN3;
+    for (int64_t l = 0; l < b->L; l++) {
+        cu_layer *ly = &b->layers[l];
+        char nm[160];
+#define VEC(suffix, n, dst, required)                                                                             \
+    do {                                                                                                          \
+        snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix);                                    \
+        const weft_tensor *t_ = weft_tensor_set_get(ts, nm);                                                      \
+        if (!t_ && (required)) return weft_err_set(err, WEFT_EFORMAT, "missing tensor %s", nm);                   \
+        if ((st = cu_vec_upload(t_, n, dst, &b->allocs, err))) return st;                                         \
+    } while (0)
+        VEC("input_layernorm.weight", b->H, &ly->attn_norm, true);
+        VEC("post_attention_layernorm.weight", b->H, &ly->ffn_norm, true);
+        VEC("self_attn.q_proj.bias", b->Hq * b->d, &ly->bq, cfg->attention_bias);
+        VEC("self_attn.k_proj.bias", b->Hkv * b->d, &ly->bk, cfg->attention_bias);
+        VEC("self_attn.v_proj.bias", b->Hkv * b->d, &ly->bv, cfg->attention_bias);
+        if (qk) {
+            VEC("self_attn.q_norm.weight", b->d, &ly->q_norm, true);
+            VEC("self_attn.k_norm.weight", b->d, &ly->k_norm, true);
+        }
+#undef VEC
+    }
+    return WEFT_OK;
+}
+
+static weft_status alloc_activations(cu_backend *b, weft_err *err) {
+    const size_t R = (size_t)b->max_rows, H = (size_t)b->H, qd = (size_t)(b->Hq * b->d),
+                 kvd = (size_t)(b->Hkv * b->d), I = (size_t)b->I, V = (size_t)b->V, f = sizeof(float);
+    struct {
+        void **p;
+        size_t bytes;
+    } acts[] = {{(void **)&b->x, R * H * f},   {(void **)&b->xb, R * H * f},  {(void **)&b->q, R * qd * f},
+                {(void **)&b->k, R * kvd * f}, {(void **)&b->v, R * kvd * f}, {(void **)&b->att, R * qd * f},
+                {(void **)&b->g, R * I * f},   {(void **)&b->u, R * I * f},   {(void **)&b->logits, R * V * f},
+                {(void **)&b->d_rows, R * sizeof(weft_cu_row)},             {(void **)&b->d_outrows, R * sizeof(int)}};
+    weft_status st;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
+    CU_TRY(cudaMallocHost((void **)&b->h_rows, R * sizeof(weft_cu_row)), "pinned row table");
+    CU_TRY(cudaMallocHost((void **)&b->h_outrows, R * sizeof(int)), "pinned drawn-row table");
+    CU_TRY(cudaMallocHost((void **)&b->h_logits, R * V * f), "pinned logits");
+    return WEFT_OK;
+}
+
+static size_t activation_bytes(const cu_backend *b) {
+    const size_t R = (size_t)b->max_rows;
+    return R * sizeof(float) *
+               (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
+           R * (sizeof(weft_cu_row) + sizeof(int));
+}
+
+static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts,
+                          const weft_cuda_backend_opts *opts, weft_err *err) {
+    if (cfg->family != WEFT_FAMILY_LLAMA && cfg->family != WEFT_FAMILY_QWEN3)
+        return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: model family %s is not supported (llama, qwen3)",
+                            weft_family_name(cfg->family));
+    b->H = cfg->hidden_size;
+    b->Hq = cfg->n_heads;
+    b->Hkv = cfg->n_kv_heads > 0 ? cfg->n_kv_heads : cfg->n_heads;
+    b->d = cfg->head_dim > 0 ? cfg->head_dim : (cfg->n_heads > 0 ? cfg->hidden_size / cfg->n_heads : 0);
+    b->I = cfg->intermediate_size;
+    b->V = cfg->vocab_size;
+    b->L = cfg->n_layers;
+    b->eps = (float)cfg->rms_norm_eps;
+    if (b->H <= 0 || b->Hq <= 0 || b->Hkv <= 0 || b->d <= 0 || b->I <= 0 || b->V <= 0 || b->L <= 0 || b->Hq % b->Hkv)
+        return weft_err_set(err, WEFT_EFORMAT, "config: invalid shape (hidden %lld, heads %lld/%lld, head_dim %lld)",
+                            (long long)b->H, (long long)b->Hq, (long long)b->Hkv, (long long)b->d);
+    if (b->d > 256 || b->d % 2)
+        return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: head_dim %lld (even, at most 256)", (long long)b->d);
+    int ndev = weft_cuda_device_count();
+    if (ndev <= 0) return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: no CUDA device is visible");
+    if (opts->device < 0 || opts->device >= ndev)
+        return weft_err_set(err, WEFT_EINVAL, "cuda backend: device %d of %d", opts->device, ndev);
+    b->dev = opts->device;
+    CU_TRY(cudaSetDevice(b->dev), "selecting the device");
+    b->reserve = opts->reserve_bytes ? opts->reserve_bytes : (size_t)1 << 30;
+    b->layers = calloc((size_t)b->L, sizeof *b->layers);
+    b->kv = calloc((size_t)b->max_slots, sizeof *b->kv);
+    b->cap = calloc((size_t)b->max_slots, sizeof *b->cap);
+    b->sampler = weft_sampler_new(b->V);
+    mat_ref *mats = malloc(((size_t)b->L * 7 + 2) * sizeof *mats);
+    if (!b->layers || !b->kv || !b->cap || !b->sampler || !mats) {
+        free(mats);
+        return weft_err_set(err, WEFT_ENOMEM, "out of host memory creating the CUDA backend");
+    }
+    int n_mats = 0;
+    bool tied = false;
+    weft_status st = plan_mats(b, cfg, ts, mats, &n_mats, &tied, err);
+    if (st) {
+        free(mats);
+        return st;
+    }
+    size_t wbytes = 0;
+    for (int i = 0; i < n_mats; i++) wbytes += mats[i].w->bytes;
+    b->weights_bytes = wbytes;
+    b->act_bytes = activation_bytes(b);
+    /* Admission (SPEC §4.6): weights + activations must fit before anything is uploaded. */
+    size_t avail = device_free(b), need_bytes = wbytes + b->act_bytes;
+    if (need_bytes > avail) {
+        free(mats);
+        return weft_err_set(err, WEFT_ENOMEM,
+                            "cuda: the model needs %.1f MiB of device memory (weights %.1f MiB, activations for %d "
+                            "rows %.1f MiB); %.1f MiB is free beyond the %.1f MiB reserve",
+                            MIB(need_bytes), MIB(wbytes), b->max_rows, MIB(b->act_bytes), MIB(avail),
+                            MIB(b->reserve));
+    }
+    for (int i = 0; i < n_mats && !st; i++) st = cu_weight_upload(mats[i].t, mats[i].w, &b->allocs, err);
+    free(mats);
+    if (st) return st;
+    if (tied) {
+        b->head = b->embed;
+        b->head.bytes = 0;
+    }
+    if ((st = upload_vectors(b, cfg, ts, err))) return st;
+    weft_rope_table rt;
+    if ((st = weft_rope_init(&rt, &cfg->rope, b->d, err))) return st;
+    b->rope.rot = rt.rot;
+    b->rope.adjacent = rt.adjacent;
+    b->rope.attn_factor = rt.attn_factor;
+    float *inv = NULL;
+    if (rt.rot > 0) {
+        st = cu_alloc(&b->allocs, (void **)&inv, (size_t)(rt.rot / 2) * sizeof(float), "rope table", err);
+        if (!st && cudaMemcpy(inv, rt.inv_freq, (size_t)(rt.rot / 2) * sizeof(float), cudaMemcpyHostToDevice))
+            st = weft_err_set(err, WEFT_EINTERNAL, "cuda: copying the rope table failed");
+    }
+    weft_rope_free(&rt);
+    if (st) return st;
+    b->rope.inv_freq = inv;
+    if ((st = alloc_activations(b, err))) return st;
+    CU_TRY(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking), "creating a stream");
+    return WEFT_OK;
+}
+
+weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set *ts, const weft_cuda_backend_opts *opts,
+                                  weft_backend *out, weft_err *err) {
+    cu_backend *b = calloc(1, sizeof *b);
+    if (!b) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
+    b->max_slots = opts->max_slots > 0 ? opts->max_slots : 1;
+    b->max_rows = opts->max_rows > 0 ? opts->max_rows : 256;
+    b->max_context = opts->max_context > 0 ? opts->max_context : 4096;
+    weft_status st = create(b, cfg, ts, opts, err);
+    if (st) {
+        cu_destroy(b);
+        return st;
+    }
+    out->ops = &CUDA_OPS;
+    out->self = b;
+    out->max_slots = b->max_slots;
+    out->max_rows = b->max_rows;
+    out->vocab_size = b->V;
+    return WEFT_OK;
+}
+
+const float *weft_cuda_backend_last_logits(const weft_backend *be, int *n_rows) {
+    const cu_backend *b = be->self;
+    if (n_rows) *n_rows = b->n_last;
+    return b->h_logits;
+}
+
+size_t weft_cuda_backend_device_bytes(const weft_backend *be) {
+    const cu_backend *b = be->self;
+    return b->allocs.bytes + b->slots_bytes;
+}

@@ -1,0 +1,49 @@
+/* cuda_model.h — the CUDA backend's state for a llama/qwen3 model (families-and-formats §1–§2), shared by
+ * backend.c (creation, slots, memory, snapshots) and forward.c (one forward over a round's segments). */
+#ifndef WEFT_CUDA_MODEL_H
+#define WEFT_CUDA_MODEL_H
+
+#include "cuda_internal.h"
+
+typedef struct cu_layer {
+    weft_cu_weight wq, wk, wv, wo, wg, wu, wd;
+    float *bq, *bk, *bv;         /* device [Hq·d], [Hkv·d] or NULL */
+    float *attn_norm, *ffn_norm; /* device [H] */
+    float *q_norm, *k_norm;      /* device [d] (qwen3) or NULL */
+} cu_layer;
+
+typedef struct cu_backend {
+    int dev;
+    cudaStream_t stream;
+    int64_t H, Hq, Hkv, d, I, V, L;
+    float eps;
+    weft_cu_weight embed, head; /* head.q == embed.q when tied */
+    float *final_norm;
+    cu_layer *layers;
+    weft_cu_rope rope;          /* inv_freq on the device */
+    int max_slots, max_rows, max_context;
+    /* device activations for max_rows rows */
+    float *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
+    weft_cu_row *d_rows;
+    int *d_outrows;
+    /* pinned host mirrors */
+    weft_cu_row *h_rows;
+    int *h_outrows;
+    float *h_logits;            /* [max_rows, V] */
+    int n_last;                 /* drawn rows in h_logits after the last forward */
+    /* slots: one device KV cache each, [L][2][cap][Hkv·d] fp32 */
+    float **kv;
+    int *cap;
+    size_t slots_bytes;
+    weft_sampler *sampler;
+    cu_allocs allocs;           /* weights, norms, activations */
+    size_t weights_bytes, act_bytes, reserve;
+} cu_backend;
+
+/* KV bytes of one slot of `capacity` positions. */
+size_t cu_kv_bytes(const cu_backend *b, int capacity);
+
+/* The forward of backend.h over segs (validated here), then host sampling of the drawn rows. */
+weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err);
+
+#endif

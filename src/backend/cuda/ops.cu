@@ -1,0 +1,93 @@
+// Per-row kernels: RMSNorm (one block per row, fixed order), RoPE + KV store, SwiGLU.
+#include "cuda_kernels.h"
+
+namespace {
+
+// Threads per RMSNorm block: a function of n alone, so a row's sum order never depends on anything else.
+int norm_threads(int n) { return n >= 1024 ? 256 : n >= 128 ? 128 : 32; }
+
+template <int T>
+__global__ void __launch_bounds__(T) rmsnorm_kernel(float *Y, int64_t ldy, const float *X, int64_t ldx,
+                                                    const int *__restrict__ rowmap, const float *__restrict__ w,
+                                                    int n, float eps) {
+    __shared__ float part[T / 32];
+    __shared__ float inv_s;
+    const int r = blockIdx.x, t = threadIdx.x;
+    const float *x = X + (int64_t)(rowmap ? rowmap[r] : r) * ldx;
+    float *y = Y + (int64_t)r * ldy;
+    float ss = 0.0f;
+    for (int i = t; i < n; i += T) ss = fmaf(x[i], x[i], ss);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
+    if ((t & 31) == 0) part[t >> 5] = ss;
+    __syncthreads();
+    if (t == 0) {
+        float tot = part[0];
+        for (int i = 1; i < T / 32; i++) tot = __fadd_rn(tot, part[i]);
+        inv_s = 1.0f / sqrtf(tot / (float)n + eps);
+    }
+    __syncthreads();
+    const float inv = inv_s;
+    for (int i = t; i < n; i += T) y[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
+}
+
+__global__ void rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows, int Hq,
+                                  int Hkv, int d, int layer, weft_cu_rope rope) {
+    const int r = blockIdx.x, t = threadIdx.x, T = blockDim.x;
+    const weft_cu_row row = rows[r];
+    const int qd = Hq * d, kvd = Hkv * d, half = rope.rot / 2;
+    float *qr = q + (int64_t)r * qd, *kr = k + (int64_t)r * kvd;
+    for (int idx = t; idx < (Hq + Hkv) * half; idx += T) {
+        const int h = idx / half, i = idx % half;
+        float *x = h < Hq ? qr + (int64_t)h * d : kr + (int64_t)(h - Hq) * d;
+        const float ang = (float)row.pos * rope.inv_freq[i];
+        const float c = cosf(ang) * rope.attn_factor, s = sinf(ang) * rope.attn_factor;
+        const int a = rope.adjacent ? 2 * i : i, b = rope.adjacent ? 2 * i + 1 : i + half;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x1 * c + x0 * s;
+    }
+    __syncthreads();
+    float *K = row.kv + ((size_t)(2 * layer) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
+    float *V = row.kv + ((size_t)(2 * layer + 1) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
+    const float *vr = v + (int64_t)r * kvd;
+    for (int i = t; i < kvd; i += T) {
+        K[i] = kr[i];
+        V[i] = vr[i];
+    }
+}
+
+__global__ void swiglu_kernel(float *g, const float *__restrict__ u, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float x = g[i];
+        g[i] = x / (1.0f + expf(-x)) * u[i];
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
+                                       const float *w, int n_rows, int n, float eps, cudaStream_t stream) {
+    if (n_rows <= 0) return cudaSuccess;
+    switch (norm_threads(n)) {
+    case 256: rmsnorm_kernel<256><<<n_rows, 256, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps); break;
+    case 128: rmsnorm_kernel<128><<<n_rows, 128, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps); break;
+    default: rmsnorm_kernel<32><<<n_rows, 32, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps); break;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n, int Hq,
+                                          int Hkv, int d, int layer, const weft_cu_rope *rope, cudaStream_t stream) {
+    if (n <= 0) return cudaSuccess;
+    rope_store_kernel<<<n, 128, 0, stream>>>(q, k, v, rows, Hq, Hkv, d, layer, *rope);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream) {
+    if (n <= 0) return cudaSuccess;
+    int64_t blocks = (n + 255) / 256;
+    if (blocks > 65535) blocks = 65535;
+    swiglu_kernel<<<(unsigned)blocks, 256, 0, stream>>>(g, u, n);
+    return cudaGetLastError();
+}

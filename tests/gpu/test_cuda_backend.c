@@ -1,0 +1,340 @@
+/* The CUDA backend on a GPU (run by tests/gpu/run.sh; CI builds it, never runs it): every llama/qwen3 fixture
+ * against the HF logits (SPEC §5.5, fp32 path: |Δ| <= 1e-3·max(1, |ref|), greedy ids equal), then the exactness
+ * invariants through the backend vtable, bit for bit (SPEC §4.3): 1-row steps == one whole call, chunks
+ * interleaved with another stream == whole, caches equal, restored snapshot + rest == fresh, 16 concurrent
+ * sampled streams == each alone, drafted windows with keep() == serial decoding; then admission refusals and
+ * all device memory back after destroy. Prints one table line per fixture. Exit status 1 on any failure. */
+#include "check.h"
+#include "weft/cuda_backend.h"
+#include "weft/gguf.h"
+#include "weft/safetensors.h"
+
+#include <cuda_runtime_api.h>
+#include <jansson.h>
+#include <stdlib.h>
+
+#define CAP 64
+#define NS 16 /* concurrent streams */
+
+typedef struct fixture {
+    weft_config cfg;
+    weft_tensor_set *ts;
+    weft_gguf *g;
+    int32_t ids[CAP];
+    int n_prompt, n_greedy;
+    float *ref; /* [n_prompt + n_greedy, V] */
+} fixture;
+
+static bool load_fixture(const char *dir, fixture *f) {
+    memset(f, 0, sizeof *f);
+    char path[512];
+    weft_err err = {0};
+    f->ts = weft_tensor_set_new();
+    snprintf(path, sizeof path, "%s/model.gguf", dir);
+    FILE *probe = fopen(path, "rb");
+    if (probe) {
+        fclose(probe);
+        if (weft_gguf_open_file(path, &f->g, &err) || weft_gguf_config(f->g, &f->cfg, &err) ||
+            weft_gguf_tensors(f->g, f->ts, &err)) {
+            CHECK_MSG(0, "%s: %s", path, err.msg);
+            return false;
+        }
+    } else {
+        weft_checkpoint_info info;
+        if (weft_config_load_dir(dir, &f->cfg, &err) || weft_safetensors_load_checkpoint(dir, f->ts, &info, &err)) {
+            CHECK_MSG(0, "%s: %s", dir, err.msg);
+            return false;
+        }
+    }
+    snprintf(path, sizeof path, "%s/golden.json", dir);
+    json_error_t je;
+    json_t *gj = json_load_file(path, 0, &je);
+    CHECK_MSG(gj != NULL, "%s: %s", path, je.text);
+    if (!gj) return false;
+    json_t *p = json_object_get(gj, "prompt_ids"), *gr = json_object_get(gj, "greedy_ids");
+    f->n_prompt = (int)json_array_size(p);
+    f->n_greedy = (int)json_array_size(gr);
+    if (f->n_prompt + f->n_greedy > CAP - 16) f->n_greedy = CAP - 16 - f->n_prompt;
+    for (int i = 0; i < f->n_prompt; i++) f->ids[i] = (int32_t)json_integer_value(json_array_get(p, i));
+    for (int i = 0; i < f->n_greedy; i++) f->ids[f->n_prompt + i] = (int32_t)json_integer_value(json_array_get(gr, i));
+    json_decref(gj);
+    size_t n = (size_t)(f->n_prompt + f->n_greedy) * (size_t)f->cfg.vocab_size;
+    f->ref = malloc(n * sizeof(float));
+    snprintf(path, sizeof path, "%s/logits.f32", dir);
+    FILE *lf = fopen(path, "rb");
+    CHECK_MSG(lf != NULL, "%s missing", path);
+    if (!lf) return false;
+    size_t got = fread(f->ref, sizeof(float), n, lf);
+    fclose(lf);
+    CHECK_EQ_INT(got, n);
+    return got == n;
+}
+
+static void free_fixture(fixture *f) {
+    weft_tensor_set_free(f->ts);
+    weft_gguf_close(f->g);
+    free(f->ref);
+}
+
+/* Feeds seq[a, b) into slot, drawing every row with settings sp; logits of the rows into out (may be NULL). */
+static bool feed(weft_backend *be, int slot, const int32_t *seq, int a, int b, const weft_sampling *sp,
+                 int32_t *draws, float *out) {
+    weft_segment s = {slot, a, b - a, seq, 0, b - a, sp, draws, NULL};
+    weft_err err = {0};
+    weft_status st = be->ops->forward(be->self, &s, 1, &err);
+    CHECK_MSG(st == WEFT_OK, "forward: %s", err.msg);
+    if (st) return false;
+    if (out) {
+        int n = 0;
+        const float *z = weft_cuda_backend_last_logits(be, &n);
+        memcpy(out, z, (size_t)n * (size_t)be->vocab_size * sizeof(float));
+    }
+    return true;
+}
+
+static void open_slot(weft_backend *be, int slot) {
+    weft_err err = {0};
+    CHECK_MSG(be->ops->open(be->self, slot, CAP, &err) == WEFT_OK, "open %d: %s", slot, err.msg);
+}
+
+/* Decodes `steps` sampled tokens for each stream of `n` after their prompts. Concurrent mode feeds every
+ * stream in the same forwards (prompts in chunks of 1 + stream index % 5 rows); solo mode one stream at a time.
+ * seqs[i] holds prompt (plen[i]) then the reply. */
+static void decode_streams(weft_backend *be, int n, int32_t seqs[][CAP], const int *plen, int steps,
+                           const weft_sampling *sp, bool concurrent) {
+    weft_segment segs[NS];
+    int32_t draws[NS][CAP];
+    weft_err err = {0};
+    for (int i = 0; i < n; i++) open_slot(be, i);
+    if (!concurrent) {
+        for (int i = 0; i < n; i++) {
+            weft_segment s = {i, 0, plen[i], seqs[i], plen[i], 1, &sp[i], draws[i], NULL};
+            CHECK_MSG(be->ops->forward(be->self, &s, 1, &err) == WEFT_OK, "%s", err.msg);
+            seqs[i][plen[i]] = draws[i][0];
+            for (int t = 1; t < steps; t++) {
+                int p = plen[i] + t - 1;
+                weft_segment d = {i, p, 1, seqs[i], plen[i], 1, &sp[i], draws[i], NULL};
+                CHECK_MSG(be->ops->forward(be->self, &d, 1, &err) == WEFT_OK, "%s", err.msg);
+                seqs[i][p + 1] = draws[i][0];
+            }
+        }
+    } else {
+        int fed[NS] = {0}, gen[NS] = {0};
+        for (bool busy = true; busy;) {
+            int ns = 0;
+            busy = false;
+            for (int i = 0; i < n; i++) {
+                if (gen[i] >= steps) continue;
+                busy = true;
+                if (fed[i] < plen[i]) {
+                    int c = 1 + i % 5, rows = fed[i] + c < plen[i] ? c : plen[i] - fed[i];
+                    bool last = fed[i] + rows == plen[i];
+                    segs[ns++] = (weft_segment){i, fed[i], rows, seqs[i], plen[i], last ? 1 : 0, &sp[i], draws[i], NULL};
+                } else {
+                    segs[ns++] = (weft_segment){i, fed[i], 1, seqs[i], plen[i], 1, &sp[i], draws[i], NULL};
+                }
+            }
+            if (!ns) break;
+            CHECK_MSG(be->ops->forward(be->self, segs, ns, &err) == WEFT_OK, "%s", err.msg);
+            for (int s = 0; s < ns; s++) {
+                int i = segs[s].slot;
+                fed[i] += segs[s].n_rows;
+                if (segs[s].n_draw) seqs[i][plen[i] + gen[i]++] = draws[i][0];
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) be->ops->release(be->self, i);
+}
+
+/* Drafted decoding: windows of the pending token + up to 3 drafts taken from `serial` (every third draft
+ * corrupted), keep() after each; the committed tokens must equal serial. */
+static void drafted_stream(weft_backend *be, const int32_t *serial, int plen, int steps, const weft_sampling *sp,
+                           int32_t *out) {
+    weft_err err = {0};
+    int32_t seq[CAP], draws[CAP];
+    memcpy(seq, serial, (size_t)plen * sizeof *seq);
+    open_slot(be, 0);
+    weft_segment s = {0, 0, plen, seq, plen, 1, sp, draws, NULL};
+    CHECK_MSG(be->ops->forward(be->self, &s, 1, &err) == WEFT_OK, "%s", err.msg);
+    int len = plen; /* tokens committed: seq[0, len] with seq[len] the pending token */
+    seq[len] = draws[0];
+    int round = 0;
+    while (len + 1 - plen < steps) {
+        int k = 1 + round % 3;
+        if (len + 1 + k - plen > steps) k = steps - (len + 1 - plen);
+        for (int j = 1; j <= k; j++) {
+            int32_t t = serial[len + j];
+            seq[len + j] = (round + j) % 3 == 0 ? (t + 1) % (int32_t)be->vocab_size : t;
+        }
+        weft_segment w = {0, len, 1 + k, seq, plen, 1 + k, sp, draws, NULL};
+        CHECK_MSG(be->ops->forward(be->self, &w, 1, &err) == WEFT_OK, "%s", err.msg);
+        int acc = 0;
+        while (acc < k && seq[len + 1 + acc] == draws[acc]) acc++;
+        seq[len + 1 + acc] = draws[acc]; /* bonus: the target's own draw after the kept drafts */
+        len += acc + 1;
+        CHECK(be->ops->keep(be->self, 0, len, &err) == WEFT_OK);
+        round++;
+    }
+    memcpy(out, seq, (size_t)(len + 1) * sizeof *out);
+    be->ops->release(be->self, 0);
+}
+
+static void test_fixture(const char *name) {
+    char dir[256];
+    snprintf(dir, sizeof dir, TEST_DATA "fixtures/%s", name);
+    fixture f;
+    if (!load_fixture(dir, &f)) {
+        free_fixture(&f);
+        return;
+    }
+    const int T = f.n_prompt + f.n_greedy, fails0 = check_failures_;
+    const int64_t V = f.cfg.vocab_size;
+    size_t free0 = 0, total = 0;
+    cudaMemGetInfo(&free0, &total);
+    weft_cuda_backend_opts o = {0, NS + 2, 64, CAP, 0};
+    weft_backend be;
+    weft_err err = {0};
+    if (weft_cuda_backend_new(&f.cfg, f.ts, &o, &be, &err) != WEFT_OK) {
+        CHECK_MSG(0, "%s: %s", name, err.msg);
+        free_fixture(&f);
+        return;
+    }
+    weft_sampling greedy;
+    weft_sampling_defaults(&greedy);
+    greedy.temperature = 0;
+    float *whole = malloc((size_t)T * V * sizeof(float)), *other = malloc((size_t)T * V * sizeof(float));
+    int32_t draws[CAP];
+
+    /* 1. whole sequence in one call vs the HF logits; greedy draws vs golden ids */
+    open_slot(&be, 0);
+    feed(&be, 0, f.ids, 0, T, &greedy, draws, whole);
+    double worst = 0;
+    int bad = 0;
+    for (int64_t i = 0; i < (int64_t)T * V; i++) {
+        double ref = f.ref[i], dd = fabs((double)whole[i] - ref), tol = 1e-3 * fmax(1.0, fabs(ref));
+        if (!(dd <= tol)) bad++;
+        if (dd / fmax(1.0, fabs(ref)) > worst) worst = dd / fmax(1.0, fabs(ref));
+    }
+    CHECK_MSG(bad == 0, "%s: %d logits outside 1e-3·max(1,|ref|) (worst %.3g)", name, bad, worst);
+    int greedy_bad = 0;
+    for (int i = 0; i < f.n_greedy; i++) greedy_bad += draws[f.n_prompt - 1 + i] != f.ids[f.n_prompt + i];
+    CHECK_MSG(greedy_bad == 0, "%s: %d greedy draws differ from the golden ids", name, greedy_bad);
+
+    /* 2. one row per call (decode steps) in slot 1 */
+    open_slot(&be, 1);
+    for (int r = 0; r < T; r++) feed(&be, 1, f.ids, r, r + 1, &greedy, draws, other + (int64_t)r * V);
+    bool steps_eq = !memcmp(whole, other, (size_t)T * V * sizeof(float));
+    CHECK_MSG(steps_eq, "%s: 1-row steps differ from the whole call", name);
+
+    /* 3. chunks of 7 interleaved with another stream's rows in the same call */
+    be.ops->release(be.self, 1);
+    open_slot(&be, 1);
+    open_slot(&be, 2);
+    int32_t shifted[CAP];
+    for (int r = 0; r < T; r++) shifted[r] = f.ids[(r + 5) % T];
+    for (int a = 0; a < T; a += 7) {
+        int b = a + 7 < T ? a + 7 : T;
+        int32_t d1[8], d2[8];
+        weft_segment segs[2] = {{2, a, b - a, shifted, 0, b - a, &greedy, d2, NULL},
+                                {1, a, b - a, f.ids, 0, b - a, &greedy, d1, NULL}};
+        CHECK_MSG(be.ops->forward(be.self, segs, 2, &err) == WEFT_OK, "%s", err.msg);
+        int n = 0;
+        const float *z = weft_cuda_backend_last_logits(&be, &n);
+        memcpy(other + (int64_t)a * V, z + (int64_t)(b - a) * V, (size_t)(b - a) * V * sizeof(float));
+    }
+    bool chunks_eq = !memcmp(whole, other, (size_t)T * V * sizeof(float));
+    CHECK_MSG(chunks_eq, "%s: interleaved chunks differ from the whole call", name);
+
+    /* 4. caches equal (snapshots of slots 0 and 1 at T); 5. restore at P, feed the rest == whole */
+    size_t sb = be.ops->snapshot_bytes(be.self, T);
+    char *s0 = malloc(sb), *s1 = malloc(sb);
+    CHECK(be.ops->save(be.self, 0, T, s0, sb, &err) == WEFT_OK);
+    CHECK(be.ops->save(be.self, 1, T, s1, sb, &err) == WEFT_OK);
+    bool caches_eq = !memcmp(s0, s1, sb);
+    CHECK_MSG(caches_eq, "%s: caches differ between whole and chunked", name);
+    const int P = T / 2;
+    size_t pb = be.ops->snapshot_bytes(be.self, P);
+    CHECK(be.ops->save(be.self, 0, P, s1, pb, &err) == WEFT_OK);
+    open_slot(&be, 3);
+    CHECK(be.ops->restore(be.self, 3, P, s1, pb, &err) == WEFT_OK);
+    feed(&be, 3, f.ids, P, T, &greedy, draws, other);
+    bool resumed_eq = !memcmp(whole + (int64_t)P * V, other, (size_t)(T - P) * V * sizeof(float));
+    CHECK_MSG(resumed_eq, "%s: restored + rest differs from the whole call", name);
+    free(s0);
+    free(s1);
+    for (int s = 0; s < 4; s++) be.ops->release(be.self, s);
+
+    /* 6. 16 sampled streams concurrently == each alone; 7. drafted == serial */
+    static int32_t solo[NS][CAP], conc[NS][CAP];
+    int plen[NS];
+    weft_sampling sp[NS];
+    const int steps = 12;
+    for (int i = 0; i < NS; i++) {
+        plen[i] = 3 + (i * 7) % (f.n_prompt > 3 ? f.n_prompt : 4);
+        for (int t = 0; t < plen[i]; t++) solo[i][t] = conc[i][t] = f.ids[(t + i) % T];
+        weft_sampling_defaults(&sp[i]);
+        sp[i].temperature = i % 4 == 0 ? 0.0 : 0.7 + 0.1 * (i % 5);
+        sp[i].top_k = i % 3 == 0 ? 40 : 0;
+        sp[i].top_p = i % 2 ? 0.9 : 1.0;
+        sp[i].seed = 1000 + (uint64_t)i;
+    }
+    decode_streams(&be, NS, solo, plen, steps, sp, false);
+    decode_streams(&be, NS, conc, plen, steps, sp, true);
+    int conc_bad = 0;
+    for (int i = 0; i < NS; i++) conc_bad += memcmp(solo[i], conc[i], (size_t)(plen[i] + steps) * sizeof(int32_t)) != 0;
+    CHECK_MSG(conc_bad == 0, "%s: %d of %d concurrent streams differ from solo", name, conc_bad, NS);
+    int draft_bad = 0;
+    for (int i = 1; i < 4; i++) {
+        int32_t out[CAP];
+        drafted_stream(&be, solo[i], plen[i], steps, &sp[i], out);
+        draft_bad += memcmp(out, solo[i], (size_t)(plen[i] + steps) * sizeof(int32_t)) != 0;
+    }
+    CHECK_MSG(draft_bad == 0, "%s: %d drafted streams differ from serial", name, draft_bad);
+
+    /* 8. refusals: a capacity past max_context; memory report */
+    CHECK(be.ops->open(be.self, 0, CAP + 1, &err) == WEFT_EINVAL);
+    size_t used = 0, fr = 0;
+    be.ops->memory(be.self, &used, &fr);
+    CHECK(used == weft_cuda_backend_device_bytes(&be) && used > 0);
+    be.ops->destroy(be.self);
+    size_t free1 = 0;
+    cudaMemGetInfo(&free1, &total);
+    /* everything freed: free memory back to within 8 MiB of where it was (the runtime's own pools aside) */
+    CHECK_MSG(free1 + ((size_t)8 << 20) >= free0, "%s: %zu bytes not returned after destroy", name, free0 - free1);
+    fprintf(stderr, "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s steps=%s chunks=%s caches=%s resumed=%s "
+                    "16conc=%s drafted=%s  %s\n",
+            name, (long long)V, T, worst, greedy_bad ? "BAD" : "ok", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE",
+            caches_eq ? "eq" : "NE", resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq", draft_bad ? "NE" : "eq",
+            check_failures_ == fails0 ? "PASS" : "FAIL");
+    free(whole);
+    free(other);
+    free_fixture(&f);
+}
+
+/* Admission: a reserve larger than the device refuses the model with the numbers. */
+static void test_refusal(void) {
+    fixture f;
+    if (!load_fixture(TEST_DATA "fixtures/llama", &f)) {
+        free_fixture(&f);
+        return;
+    }
+    weft_cuda_backend_opts o = {0, 1, 16, CAP, (size_t)1 << 50};
+    weft_backend be;
+    weft_err err = {0};
+    weft_status st = weft_cuda_backend_new(&f.cfg, f.ts, &o, &be, &err);
+    CHECK_MSG(st == WEFT_ENOMEM, "refusal expected, got %d (%s)", (int)st, err.msg);
+    fprintf(stderr, "  refusal: %s\n", err.msg);
+    free_fixture(&f);
+}
+
+int main(void) {
+    if (weft_cuda_device_count() <= 0) {
+        fprintf(stderr, "test_cuda_backend: no CUDA device visible; run on the GPU machine (tests/gpu/run.sh)\n");
+        return 1;
+    }
+    const char *names[] = {"llama", "llama-mlx-q4g64", "qwen3", "qwen3-mlx-q4g64", "llama-gguf-f16",
+                           "llama-gguf-q8_0", "llama-gguf-q4_0"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_fixture(names[i]);
+    test_refusal();
+    return check_report("test_cuda_backend");
+}
