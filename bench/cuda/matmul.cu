@@ -184,6 +184,7 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
 } // namespace
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t N = 14336, K = 4096;
     if (argc == 3) {
         N = atoll(argv[1]);

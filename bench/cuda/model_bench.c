@@ -136,6 +136,7 @@ static double forward_timed(weft_backend *be, weft_segment *segs, int n) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char *fmt = argc > 1 ? argv[1] : "q4_0", *shape = argc > 2 ? argv[2] : "8b";
     const int P = argc > 3 ? atoi(argv[3]) : 512, G = argc > 4 ? atoi(argv[4]) : 128;
     const bool big = !strcmp(shape, "32b");
@@ -184,7 +185,7 @@ int main(int argc, char **argv) {
     }
     double t_fill = weft_now() - t0;
     const int cap = P + G + 16, max_slots = 64;
-    weft_cuda_backend_opts o = {0, max_slots, 256, cap > 128 ? cap : 128, 0};
+    weft_cuda_backend_opts o = {0, max_slots, 256, cap > 128 ? cap : 128, 0, getenv("WEFT_NO_GRAPHS") != NULL};
     weft_backend be;
     t0 = weft_now();
     if (weft_cuda_backend_new(&cfg, ts, &o, &be, &err)) {

@@ -16,17 +16,17 @@ extern "C" {
 #endif
 
 typedef struct weft_segment {
-    int slot;                 /* stream slot, 0 <= slot < max_slots, opened with open() */
-    int start;                /* position of row 0 = rows already in the slot's caches */
-    int n_rows;               /* rows fed in this call (>= 1) */
-    const int32_t *seq;       /* [start + n_rows] every token of the stream up to the last row: prompt, then
-                                 generated, then this window's draft rows. Rows fed are seq[start..]. */
-    int n_prompt;             /* seq[0..n_prompt) is the prompt; later positions count as generated */
-    int n_draw;               /* draw from the last n_draw rows (prefill chunk: 0, or 1 on the last chunk;
-                                 decode window: n_rows) */
+    int slot;           /* stream slot, 0 <= slot < max_slots, opened with open() */
+    int start;          /* position of row 0 = rows already in the slot's caches */
+    int n_rows;         /* rows fed in this call (>= 1) */
+    const int32_t *seq; /* [start + n_rows] every token of the stream up to the last row: prompt, then
+                           generated, then this window's draft rows. Rows fed are seq[start..]. */
+    int n_prompt;       /* seq[0..n_prompt) is the prompt; later positions count as generated */
+    int n_draw;         /* draw from the last n_draw rows (prefill chunk: 0, or 1 on the last chunk;
+                           decode window: n_rows) */
     const weft_sampling *sampling; /* used when n_draw > 0 */
-    int32_t *draws;           /* out [n_draw] */
-    weft_logprobs *logprobs;  /* out [n_draw] or NULL (sampling->logprobs says how many top entries) */
+    int32_t *draws;                /* out [n_draw] */
+    weft_logprobs *logprobs;       /* out [n_draw] or NULL (sampling->logprobs says how many top entries) */
 } weft_segment;
 
 typedef struct weft_backend_ops {
@@ -45,8 +45,8 @@ typedef struct weft_backend_ops {
     /* Optional (NULL = WEFT_ENOTSUP): prompt-cache snapshots (SPEC §4.4). snapshot_bytes(pos): bytes of a
      * snapshot of a stream at position pos. save: copies the slot's state at pos (pos must equal the slot's
      * cache_len: KV rows [0, pos) and every recurrent state) into dst[bytes]. restore: into a freshly opened
-     * slot, makes its caches what they were at pos (its cache_len becomes pos). Restoring and then feeding the
-     * rest of a prompt gives the same bits as prefilling it whole (resumed == fresh). */
+     * slot, makes its caches what they were at pos (its cache_len becomes pos). Restoring and then feeding
+     * the rest of a prompt gives the same bits as prefilling it whole (resumed == fresh). */
     size_t (*snapshot_bytes)(void *self, int pos);
     weft_status (*save)(void *self, int slot, int pos, void *dst, size_t bytes, weft_err *err);
     weft_status (*restore)(void *self, int slot, int pos, const void *src, size_t bytes, weft_err *err);
@@ -56,8 +56,8 @@ typedef struct weft_backend_ops {
 typedef struct weft_backend {
     const weft_backend_ops *ops;
     void *self;
-    int max_slots;      /* slots available (streams that can be open at once) */
-    int max_rows;       /* most rows one forward accepts (row budget of a round) */
+    int max_slots; /* slots available (streams that can be open at once) */
+    int max_rows;  /* most rows one forward accepts (row budget of a round) */
     int64_t vocab_size;
 } weft_backend;
 

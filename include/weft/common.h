@@ -16,12 +16,12 @@ extern "C" {
 
 typedef enum weft_status {
     WEFT_OK = 0,
-    WEFT_EINVAL = 1,   /* bad argument or malformed input (request field, CLI option) */
-    WEFT_EIO = 2,      /* open/read/mmap failed */
-    WEFT_EFORMAT = 3,  /* a file is corrupt or not what it claims (header, offsets, sizes, keys) */
-    WEFT_ENOTSUP = 4,  /* valid input that this build cannot run (unknown GGUF type, quant mode...) */
-    WEFT_ENOMEM = 5,   /* allocation failed or a load would not fit (message states the numbers) */
-    WEFT_ERANGE = 6,   /* a value out of range (token id past vocab, context exceeded) */
+    WEFT_EINVAL = 1,  /* bad argument or malformed input (request field, CLI option) */
+    WEFT_EIO = 2,     /* open/read/mmap failed */
+    WEFT_EFORMAT = 3, /* a file is corrupt or not what it claims (header, offsets, sizes, keys) */
+    WEFT_ENOTSUP = 4, /* valid input that this build cannot run (unknown GGUF type, quant mode...) */
+    WEFT_ENOMEM = 5,  /* allocation failed or a load would not fit (message states the numbers) */
+    WEFT_ERANGE = 6,  /* a value out of range (token id past vocab, context exceeded) */
     WEFT_ECANCELLED = 7,
     WEFT_EBUSY = 8,
     WEFT_EINTERNAL = 9,

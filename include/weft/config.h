@@ -14,9 +14,9 @@ typedef enum weft_family {
     WEFT_FAMILY_UNKNOWN = 0,
     WEFT_FAMILY_LLAMA,
     WEFT_FAMILY_QWEN3,
-    WEFT_FAMILY_QWEN3_5,     /* dense Gated DeltaNet hybrid */
+    WEFT_FAMILY_QWEN3_5, /* dense Gated DeltaNet hybrid */
     WEFT_FAMILY_QWEN3_5_MOE,
-    WEFT_FAMILY_NEMOTRON_H,  /* dense or MoE (layer pattern says which) */
+    WEFT_FAMILY_NEMOTRON_H, /* dense or MoE (layer pattern says which) */
 } weft_family;
 
 const char *weft_family_name(weft_family f);
@@ -26,23 +26,23 @@ typedef enum weft_rope_type {
     WEFT_ROPE_LINEAR,
     WEFT_ROPE_LLAMA3,
     WEFT_ROPE_YARN,
-    WEFT_ROPE_NONE,          /* nemotron_h attention: no positional encoding */
+    WEFT_ROPE_NONE, /* nemotron_h attention: no positional encoding */
 } weft_rope_type;
 
 typedef struct weft_rope {
     weft_rope_type type;
-    double theta;                 /* rope_theta (default 10000) */
-    double partial_rotary_factor; /* fraction of head_dim rotated (1.0; Qwen3.5 0.25) */
-    double factor;                /* linear/llama3/yarn factor */
+    double theta;                             /* rope_theta (default 10000) */
+    double partial_rotary_factor;             /* fraction of head_dim rotated (1.0; Qwen3.5 0.25) */
+    double factor;                            /* linear/llama3/yarn factor */
     double low_freq_factor, high_freq_factor; /* llama3 */
     int64_t original_max_position_embeddings; /* llama3/yarn N0 */
-    double beta_fast, beta_slow;  /* yarn (32, 1) */
-    double attention_factor;      /* yarn: 0 = derive 0.1·ln(factor)+1 */
-    bool adjacent_pairs;          /* rotate pairs (2i,2i+1) (GGUF llama, llama2.c) instead of (i, i+r/2) */
-    const float *freq_divisors;   /* GGUF rope_freqs.weight [r/2] or NULL (then 1) */
+    double beta_fast, beta_slow;              /* yarn (32, 1) */
+    double attention_factor;                  /* yarn: 0 = derive 0.1·ln(factor)+1 */
+    bool adjacent_pairs;        /* rotate pairs (2i,2i+1) (GGUF llama, llama2.c) instead of (i, i+r/2) */
+    const float *freq_divisors; /* GGUF rope_freqs.weight [r/2] or NULL (then 1) */
 } weft_rope;
 
-#define WEFT_MAX_EOS 8
+#define WEFT_MAX_EOS    8
 #define WEFT_MAX_LAYERS 1024
 
 typedef enum weft_layer_kind {
@@ -54,20 +54,20 @@ typedef enum weft_layer_kind {
 
 typedef struct weft_config {
     weft_family family;
-    char model_type[48];          /* as written in the file */
+    char model_type[48]; /* as written in the file */
     int64_t vocab_size;
-    int64_t hidden_size;          /* H */
-    int64_t intermediate_size;    /* I (dense MLP) */
-    int64_t n_layers;             /* L */
-    int64_t n_heads;              /* Hq */
-    int64_t n_kv_heads;           /* Hkv (defaults to Hq) */
-    int64_t head_dim;             /* d (llama default H/Hq; qwen3 default 128) */
+    int64_t hidden_size;       /* H */
+    int64_t intermediate_size; /* I (dense MLP) */
+    int64_t n_layers;          /* L */
+    int64_t n_heads;           /* Hq */
+    int64_t n_kv_heads;        /* Hkv (defaults to Hq) */
+    int64_t head_dim;          /* d (llama default H/Hq; qwen3 default 128) */
     double rms_norm_eps;
     bool tie_word_embeddings;
     bool attention_bias, mlp_bias;
     int64_t max_position_embeddings;
-    int32_t bos_token_id;         /* -1 none */
-    int32_t pad_token_id;         /* -1 none */
+    int32_t bos_token_id;                /* -1 none */
+    int32_t pad_token_id;                /* -1 none */
     int32_t eos_token_ids[WEFT_MAX_EOS]; /* config ∪ generation_config, in order, no duplicates */
     int n_eos;
     weft_rope rope;
@@ -99,8 +99,8 @@ typedef struct weft_config {
 } weft_config;
 
 /* Reads dir/config.json (flat or nested `text_config`) and, when present, dir/generation_config.json.
- * Errors: WEFT_EIO (missing/unreadable), WEFT_EFORMAT (bad JSON, missing or mistyped required key, naming it),
- * WEFT_ENOTSUP (unknown model_type, unsupported rope_type). */
+ * Errors: WEFT_EIO (missing/unreadable), WEFT_EFORMAT (bad JSON, missing or mistyped required key, naming
+ * it), WEFT_ENOTSUP (unknown model_type, unsupported rope_type). */
 weft_status weft_config_load_dir(const char *dir, weft_config *cfg, weft_err *err);
 
 /* Same from JSON text already in memory (generation_json may be NULL). */

@@ -10,8 +10,8 @@ extern "C" {
 #endif
 
 typedef struct weft_cpu_backend_opts {
-    int threads;    /* worker threads (>= 1); results are bit-identical for any count */
-    int max_slots;  /* streams open at once */
+    int threads;   /* worker threads (>= 1); results are bit-identical for any count */
+    int max_slots; /* streams open at once */
 } weft_cpu_backend_opts;
 
 /* Takes ownership of fam (destroyed with the backend). out->ops/self/max_slots/max_rows/vocab_size are set.

@@ -7,7 +7,8 @@
  * slot owns an fp32 KV cache in device memory; forward() runs one pass of row-invariant kernels over every
  * segment's rows; the logits of the drawn rows are copied back and sampled on the host with weft_sample
  * (SPEC §5: the same fp64 code as the CPU backend, so the draws are exactly what the CPU sampler makes of those
- * logits). Activations are fp32 (SPEC §5.5's fp32 tolerance applies).
+ * logits). Activations are fp32 (SPEC §5.5's fp32 tolerance applies). A forward's kernels are captured once into
+ * a CUDA graph per shape (rows, drawn rows, attention spans) and replayed while the shape repeats (decode rounds).
  *
  * Memory (SPEC §4.6): the device's free memory is read (cudaMemGetInfo) before anything is uploaded; weights +
  * activations + logits must fit under free − reserve, else WEFT_ENOMEM with the numbers. open() checks the
@@ -29,6 +30,7 @@ typedef struct weft_cuda_backend_opts {
     int max_rows;         /* rows per forward (>= 1) */
     int max_context;      /* positions per stream: open() refuses a larger capacity */
     size_t reserve_bytes; /* device memory left free for the runtime and other users; 0 = 1 GiB */
+    bool no_graphs;       /* launch kernels one by one instead of replaying a captured CUDA graph (same bits) */
 } weft_cuda_backend_opts;
 
 /* Builds the backend for cfg (family llama or qwen3) over the tensors of ts (canonical HF names, as

@@ -10,9 +10,9 @@ extern "C" {
 
 /* Options every family constructor takes. */
 typedef struct weft_family_opts {
-    int max_rows;     /* most rows per forward (row budget of a round) */
-    int max_context;  /* most positions per stream (attention scratch is sized by it) */
-    bool mlx;         /* tensors come from an MLX checkpoint (conventions differ: norms, conv layout) */
+    int max_rows;    /* most rows per forward (row budget of a round) */
+    int max_context; /* most positions per stream (attention scratch is sized by it) */
+    bool mlx;        /* tensors come from an MLX checkpoint (conventions differ: norms, conv layout) */
 } weft_family_opts;
 
 /* llama and qwen3 (dense decoders, families-and-formats §1–§2). Resolves and checks every tensor of cfg's
@@ -29,23 +29,23 @@ weft_status weft_llama_create(const weft_config *cfg, const weft_tensor_set *ts,
  * recurrence row by row (SPEC §4.3.2); keep() rolls a stream back within its last forward's final 16 rows.
  * Errors: WEFT_EFORMAT naming a missing tensor or a wrong shape; WEFT_ENOTSUP for a block type it cannot run;
  * WEFT_ENOMEM. */
-weft_status weft_nemotron_h_create(const weft_config *cfg, const weft_tensor_set *ts, const weft_family_opts *opts,
-                                   weft_family_model *out, weft_err *err);
+weft_status weft_nemotron_h_create(const weft_config *cfg, const weft_tensor_set *ts,
+                                   const weft_family_opts *opts, weft_family_model *out, weft_err *err);
 
-/* qwen3_5 and qwen3_5_moe (families-and-formats §3, §10): Gated DeltaNet + gated full attention (partial RoPE,
- * zero-centred norms: 1+w added at load unless opts->mlx), SwiGLU MLP or MoE (fp32 softmax router, top-k with
- * ties to the lower id, renormalised, σ-gated shared expert; experts per expert, fused gate_up_proj/down_proj
- * or MLX switch_mlp). Tensors by hub names (`model.language_model.*` or `model.*`, `lm_head.weight`); vision
- * and `mtp.*` tensors are ignored. Prefill runs the token recurrence row by row (SPEC §4.3.2); keep() rolls a
- * stream back to any position within its last forward's first 16 rows (replaying the recurrence). Errors:
- * WEFT_EFORMAT naming a missing tensor or a wrong shape; WEFT_ENOTSUP for a layer kind or weight dtype it
- * cannot run; WEFT_ENOMEM. */
-weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *ts, const weft_family_opts *opts,
-                                weft_family_model *out, weft_err *err);
+/* qwen3_5 and qwen3_5_moe (families-and-formats §3, §10): Gated DeltaNet + gated full attention (partial
+ * RoPE, zero-centred norms: 1+w added at load unless opts->mlx), SwiGLU MLP or MoE (fp32 softmax router,
+ * top-k with ties to the lower id, renormalised, σ-gated shared expert; experts per expert, fused
+ * gate_up_proj/down_proj or MLX switch_mlp). Tensors by hub names (`model.language_model.*` or `model.*`,
+ * `lm_head.weight`); vision and `mtp.*` tensors are ignored. Prefill runs the token recurrence row by row
+ * (SPEC §4.3.2); keep() rolls a stream back to any position within its last forward's first 16 rows
+ * (replaying the recurrence). Errors: WEFT_EFORMAT naming a missing tensor or a wrong shape; WEFT_ENOTSUP for
+ * a layer kind or weight dtype it cannot run; WEFT_ENOMEM. */
+weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *ts,
+                                const weft_family_opts *opts, weft_family_model *out, weft_err *err);
 
 /* Picks the constructor for cfg->family. */
-weft_status weft_family_create(const weft_config *cfg, const weft_tensor_set *ts, const weft_family_opts *opts,
-                               weft_family_model *out, weft_err *err);
+weft_status weft_family_create(const weft_config *cfg, const weft_tensor_set *ts,
+                               const weft_family_opts *opts, weft_family_model *out, weft_err *err);
 
 #ifdef __cplusplus
 }

@@ -32,12 +32,12 @@ typedef struct weft_family_ops {
     weft_status (*forward)(void *fam, weft_pool *pool, void *const *states, const weft_row *rows, int n,
                            const int *out_rows, int n_out, float *logits, weft_err *err);
     /* Rolls a stream's state back so that only positions < cache_len remain (after a verify window). */
-    weft_status (*keep)(void *fam, void *state, int cache_len, weft_err *err);
+    weft_status (*keep)(void *fam, weft_pool *pool, void *state, int cache_len, weft_err *err);
     void (*destroy)(void *fam);
     /* Optional (NULL = WEFT_ENOTSUP), for the prompt cache (SPEC §4.4): a copy of everything a stream's state
-     * holds at position pos (pos = the stream's cache_len: KV rows [0, pos) and every recurrent state), and its
-     * restore into a freshly initialised state of any capacity >= pos. Restoring then feeding the rest of a
-     * prompt gives the same bits as prefilling it all (resumed == fresh). */
+     * holds at position pos (pos = the stream's cache_len: KV rows [0, pos) and every recurrent state), and
+     * its restore into a freshly initialised state of any capacity >= pos. Restoring then feeding the rest of
+     * a prompt gives the same bits as prefilling it all (resumed == fresh). */
     size_t (*snapshot_bytes)(const void *fam, int pos);
     weft_status (*snapshot_save)(const void *fam, const void *state, int pos, void *dst, weft_err *err);
     weft_status (*snapshot_restore)(const void *fam, void *state, int pos, const void *src, weft_err *err);
@@ -46,7 +46,7 @@ typedef struct weft_family_ops {
 typedef struct weft_family_model {
     const weft_family_ops *ops;
     void *self;
-    int max_rows;          /* most rows one forward takes */
+    int max_rows; /* most rows one forward takes */
     int64_t vocab_size;
     size_t scratch_floats; /* per-thread scratch the family's kernels need (pool size) */
     size_t weights_bytes;  /* resident bytes of the family's own decoded copies (norms etc.) */

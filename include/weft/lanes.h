@@ -39,7 +39,32 @@ typedef struct weft_drafter {
     /* Optional (NULL = none): a new stream now owns `slot` (called at admission, before its first round),
      * so a stateful drafter can drop what it kept for the slot's previous stream. */
     void (*reset)(void *ctx, int slot);
+    /* Optional (NULL = nothing to free): frees ctx. Called by weft_drafter_free, never by the engine (the
+     * engine copies the struct and borrows ctx: free the drafter after weft_engine_free). */
+    void (*destroy)(void *ctx);
 } weft_drafter;
+
+/* Calls d->destroy(d->ctx) when set and zeroes *d. NULL is fine. */
+void weft_drafter_free(weft_drafter *d);
+
+/* Copy drafts (SPEC §4.5 (a)): proposes the continuation of the longest earlier occurrence of the stream's
+ * most recent tokens within its own prompt + reply so far (suffix / n-gram match). Each slot keeps an
+ * n-gram index over its tokens (hash heads + chains of positions), extended incrementally by the tokens
+ * committed since its last call; reset() clears it for a new stream. Nothing is allocated after
+ * construction. A proposal is made only when the match is at least min_match tokens long; it is as long as
+ * the engine asks (the engine's depth rule, which adapts to measured acceptance) and repeats the matched
+ * span cyclically when the match runs into the present (loops). Deterministic: a function of the tokens. */
+typedef struct weft_copy_drafter_config {
+    int max_slots;      /* slots the engine serves (its `parallel`), >= 1 */
+    int capacity;       /* tokens per stream (the engine's `capacity`), >= 2 */
+    int min_match;      /* shortest suffix match that proposes, 1..32 (0 = 3) */
+    int max_candidates; /* earlier occurrences compared per proposal, 1..64 (0 = 8) */
+} weft_copy_drafter_config;
+
+/* Fills *out (ctx, propose, reset, destroy); free with weft_drafter_free. Memory: about 12 bytes per slot
+ * and capacity position (stated in the error when it fails). Errors: WEFT_EINVAL (a field, named),
+ * WEFT_ENOMEM. Use as the engine's drafter with max_draft > 0 (e.g. 8). */
+weft_status weft_copy_drafter_new(const weft_copy_drafter_config *cfg, weft_drafter *out, weft_err *err);
 
 /* ---- engine ---- */
 typedef struct weft_engine_config {
@@ -54,6 +79,23 @@ typedef struct weft_engine_config {
     int n_eos;
     int max_draft;               /* most draft rows per window (0 = never draft); max_draft + 1 <= max_rows */
     const weft_drafter *drafter; /* copied; NULL = no drafting */
+    /* Prompt cache (SPEC §4.4). States are saved as backend snapshots (snapshot_bytes/save/restore) into host
+     * memory at positions that depend only on the tokens: every prompt_cache_grid tokens from position 0,
+     * at prompt_len - 1 (the last prompt row must still be fed to draw the first token, so a full-prompt hit
+     * resumes there), and at the end of a finished reply (prompt + reply minus its last, unfed token), each
+     * keyed by its exact token prefix. With the cache on, prefill chunks also end at those positions.
+     * Admission restores the longest cached prefix of the prompt (at most prompt_len - 1 tokens) and
+     * prefills the rest. Eviction is LRU, entries that a newer one extends and that were never resumed
+     * going first; the entry being resumed is never evicted (pinned until the prompt is in). A failed save
+     * drops the entry, a failed restore prefills from 0; both log one line to stderr. A backend without
+     * snapshot ops (or whose snapshot_bytes(1) is 0) runs without the cache. */
+    size_t prompt_cache_bytes; /* budget in bytes (snapshots + keys + entry headers); 0 = no cache */
+    int prompt_cache_grid;     /* tokens between grid saves, >= 1 (0 = 512) */
+    /* Depth rule (SPEC §4.5): per stream, an EMA (weight 0.15) of the acceptance of each draft position
+     * picks the depth d maximising E(d) / (1 + draft_row_cost * d), E(d) = 1 + a + ... + a^d; depth 0
+     * (plain rounds) must lose by 5% for drafting to go on. A stream whose drafts do not pay runs plain
+     * rounds and probes 2 drafts after 8, 16, ... 128 plain rounds. */
+    double draft_row_cost; /* cost of one draft row relative to a one-row round, >= 0 (0 = 0.1) */
 } weft_engine_config;
 
 /* Validates cfg against the backend (messages name the field), copies it and allocates every per-engine
@@ -135,7 +177,7 @@ const char *weft_finish_reason_name(weft_finish_reason r);
 /* Per-request statistics (seconds from weft_now()). */
 typedef struct weft_request_stats {
     int prompt_tokens;
-    int cached_tokens;      /* prompt tokens restored from the prompt cache (0 until it exists) */
+    int cached_tokens; /* prompt tokens restored from the prompt cache (the resumed length), 0 on a miss */
     int completion_tokens;  /* every generated token, the EOS or stop-completing token included */
     int rounds;             /* forwards this stream took part in (prefill chunks included) */
     int drafted;            /* draft rows fed */
@@ -148,7 +190,7 @@ typedef struct weft_request_stats {
 
 typedef struct weft_event {
     weft_event_kind kind;
-    /* PREFILLED */
+    /* PREFILLED (cached_tokens: prompt tokens resumed from the prompt cache, 0..prompt_tokens - 1) */
     int prompt_tokens, cached_tokens;
     /* TOKENS: generated[offset .. offset + n_tokens). Pointers stay valid until weft_request_release. Tokens
      * of several rounds may come as one event when the reader is slower than the engine. */
@@ -177,12 +219,24 @@ typedef struct weft_engine_stats {
     int running;                      /* admitted streams (slots open) */
     int waiting;                      /* queued, not admitted */
     uint64_t requests_finished_total; /* requests that posted FINISHED (any reason) */
-    uint64_t prompt_tokens_total;     /* prompt tokens prefilled */
+    uint64_t prompt_tokens_total;     /* prompt rows prefilled (tokens resumed from the cache excluded) */
     uint64_t generation_tokens_total; /* tokens committed */
     uint64_t drafted_total;           /* draft rows fed */
     uint64_t accepted_total;          /* draft rows kept */
     uint64_t rounds_total;            /* forwards run */
     size_t memory_used, memory_free;  /* backend->ops->memory */
+    /* prompt cache (all 0 while it is off) */
+    uint64_t prompt_tokens_cached_total; /* prompt tokens resumed from the cache (cached_tokens summed) */
+    uint64_t prefix_cache_queries;       /* prompt tokens looked up: every admitted prompt's length */
+    uint64_t prefix_cache_hits;          /* of those, tokens resumed (= prompt_tokens_cached_total) */
+    uint64_t prompt_cache_lookups;       /* admissions that looked the prompt up */
+    uint64_t prompt_cache_hit_requests;  /* ... and resumed from an entry */
+    uint64_t prompt_cache_saves;         /* snapshots stored */
+    uint64_t prompt_cache_evictions;     /* entries evicted for room */
+    uint64_t prompt_cache_failures;      /* failed saves and restores (each logged) */
+    size_t prompt_cache_bytes;           /* bytes held now; never above prompt_cache_budget */
+    size_t prompt_cache_budget;          /* the configured budget, 0 when the cache is off */
+    int prompt_cache_entries;            /* entries held now */
 } weft_engine_stats;
 
 /* A consistent snapshot; any thread. */
@@ -202,6 +256,9 @@ typedef struct weft_fake_config {
     int vocab_size;         /* 2..4096 */
     uint64_t salt;          /* mixed into every logit (different salt = different "model") */
     double forward_delay_s; /* sleep per forward (server tests that need time to disconnect) */
+    double copy_bias;       /* >= 0; > 0: when the row's last two tokens occurred before, the token that
+                               followed their latest occurrence gets this added to its logit (the fake
+                               continues copies, so copy drafts can be accepted); 0 = off */
 } weft_fake_config;
 
 /* Fills *out (ops, self, max_slots, max_rows, vocab_size); out->ops->destroy(out->self) frees it. */
@@ -217,6 +274,10 @@ typedef struct weft_fake_stats {
     int keeps;           /* keep calls that dropped rows */
     int violations;      /* contract violations seen */
     char first_violation[256];
+    int saves, restores; /* snapshot saves / restores that succeeded */
+    int snapshot_faults; /* injected save/restore failures */
+    int n_save_log;      /* saves recorded in save_log (the first 64) */
+    int save_log[64];    /* position of each of the first 64 successful saves */
 } weft_fake_stats;
 
 void weft_fake_get_stats(const weft_backend *b, weft_fake_stats *out);
@@ -227,6 +288,12 @@ void weft_fake_get_stats(const weft_backend *b, weft_fake_stats *out);
 void weft_fake_set_hook(weft_backend *b, void (*on_forward)(void *ctx, const weft_segment *segs, int n),
                         void *ctx);
 void weft_fake_set_faults(weft_backend *b, int fail_open_after, int fail_forward_after);
+
+/* Snapshot faults: the n-th save / restore from now (1 = next) fails with WEFT_EIO (0 = never). A failed
+ * restore first scribbles over the slot (wrong tokens, cache_len = pos), as a half-done copy would, so a
+ * host that went on using the slot would be caught. The fake's snapshot of a slot at pos is the tokens it
+ * was fed [0, pos) and its history hash. */
+void weft_fake_set_snapshot_faults(weft_backend *b, int fail_save_after, int fail_restore_after);
 
 /* The fake's serial oracle: the token drawn from the row at position pos (seq[0..pos] known), i.e. the token
  * at position pos + 1, with n_prompt and sampling as in a segment; lp (optional) gets that row's logprobs

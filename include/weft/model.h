@@ -17,17 +17,17 @@ typedef struct weft_gguf weft_gguf;
 typedef enum weft_format { WEFT_FORMAT_SAFETENSORS, WEFT_FORMAT_MLX, WEFT_FORMAT_GGUF } weft_format;
 
 typedef struct weft_model {
-    char *path;              /* as given ("<embedded stories260K>" for the built-in model) */
-    char *id;                /* default served id: the last path component, without .gguf */
+    char *path; /* as given ("<embedded stories260K>" for the built-in model) */
+    char *id;   /* default served id: the last path component, without .gguf */
     weft_format format;
     weft_config cfg;
-    weft_tensor_set *tensors; /* canonical HF names */
-    weft_gguf *gguf;          /* open GGUF handle (metadata) or NULL */
+    weft_tensor_set *tensors;  /* canonical HF names */
+    weft_gguf *gguf;           /* open GGUF handle (metadata) or NULL */
     weft_tokenizer *tokenizer; /* NULL when the checkpoint has none (token-id prompts only) */
-    char *chat_template;      /* Jinja source or NULL */
+    char *chat_template;       /* Jinja source or NULL */
     char *bos_text, *eos_text; /* special token strings for templates, or NULL */
-    size_t weights_bytes;     /* bytes of stored weights */
-    char quant[64];           /* "F32", "Q4_0", "mlx affine 4-bit g64", "BF16", "mixed (Q4_K, Q6_K)" */
+    size_t weights_bytes;      /* bytes of stored weights */
+    char quant[64];            /* "F32", "Q4_0", "mlx affine 4-bit g64", "BF16", "mixed (Q4_K, Q6_K)" */
 } weft_model;
 
 /* Loads path (directory or .gguf). The weights bytes are checked against available memory before any weight
@@ -43,11 +43,11 @@ weft_status weft_model_load_gguf_memory(const char *name, const void *data, size
 void weft_model_free(weft_model *m);
 
 typedef struct weft_backend_opts {
-    const char *kind;  /* "cpu" (default), "cuda", "auto" */
-    int threads;       /* CPU threads (0 = all cores) */
-    int max_slots;     /* streams open at once */
-    int max_rows;      /* row budget of a forward */
-    int max_context;   /* positions per stream */
+    const char *kind; /* "cpu" (default), "cuda", "auto" */
+    int threads;      /* CPU threads (0 = all cores) */
+    int max_slots;    /* streams open at once */
+    int max_rows;     /* row budget of a forward */
+    int max_context;  /* positions per stream */
 } weft_backend_opts;
 
 /* Builds the backend that runs m (the family resolves and checks every tensor here). m must outlive it;

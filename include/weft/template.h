@@ -103,10 +103,10 @@ weft_status weft_template_render_chat(const weft_template *t, const weft_chat_pa
 /* How a template handles reasoning blocks, found by rendering probe conversations
  * ([{"role":"user","content":"ping"}] with add_generation_prompt=true). */
 typedef struct weft_template_thinking {
-    bool mentions_think;   /* the template source contains "<think>" */
-    bool opens_by_default; /* with no kwargs the generation prompt ends inside an open <think> block
-                              (the model's first tokens are reasoning, e.g. Qwen3.5, QwQ) */
-    bool opens_when_enabled; /* same, with enable_thinking=true */
+    bool mentions_think;       /* the template source contains "<think>" */
+    bool opens_by_default;     /* with no kwargs the generation prompt ends inside an open <think> block
+                                  (the model's first tokens are reasoning, e.g. Qwen3.5, QwQ) */
+    bool opens_when_enabled;   /* same, with enable_thinking=true */
     bool closed_when_disabled; /* with enable_thinking=false the prompt ends with a closed, empty
                                   reasoning block ("</think>" after the last "<think>") */
 } weft_template_thinking;

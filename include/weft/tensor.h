@@ -1,4 +1,5 @@
-/* weft/tensor.h — one weight tensor as any format stores it, and the name → tensor set a checkpoint loads into.
+/* weft/tensor.h — one weight tensor as any format stores it, and the name → tensor set a checkpoint loads
+ * into.
  *
  * Format readers (safetensors, MLX affine, GGUF) never convert weights: a weft_tensor points at the stored
  * bytes (mmap'd read-only, or memory the set owns) and says how to decode them. Kernels dispatch on dtype.
@@ -43,9 +44,9 @@ typedef enum weft_dtype {
 } weft_dtype;
 
 typedef struct weft_dtype_info {
-    const char *name;    /* "F32", "Q4_K", "MLX_AFFINE" */
-    int block;           /* elements per block (1 for plain types; 0 for MLX: depends on bits) */
-    int block_bytes;     /* bytes per block */
+    const char *name; /* "F32", "Q4_K", "MLX_AFFINE" */
+    int block;        /* elements per block (1 for plain types; 0 for MLX: depends on bits) */
+    int block_bytes;  /* bytes per block */
 } weft_dtype_info;
 
 const weft_dtype_info *weft_dtype_get(weft_dtype t);
@@ -53,22 +54,24 @@ const weft_dtype_info *weft_dtype_get(weft_dtype t);
 #define WEFT_MAX_DIMS 4
 
 typedef struct weft_tensor {
-    const char *name;             /* canonical name; owned by the set */
+    const char *name; /* canonical name; owned by the set */
     weft_dtype dtype;
     int ndim;
     int64_t shape[WEFT_MAX_DIMS]; /* logical (decoded) shape, outermost first; the innermost dim is a row */
     const uint8_t *data;          /* stored bytes, read-only */
     size_t nbytes;                /* bytes at data */
     /* MLX affine only (dtype == WEFT_DT_MLX_AFFINE): data is uint32 words [rows, cols*bits/32] */
-    int bits;                     /* 2,3,4,5,6,8 */
-    int group_size;               /* 32, 64, 128 */
-    weft_dtype scale_dtype;       /* F32, F16 or BF16 */
-    const uint8_t *scales;        /* [rows, cols/group_size] of scale_dtype */
-    const uint8_t *biases;        /* [rows, cols/group_size] of scale_dtype */
+    int bits;               /* 2,3,4,5,6,8 */
+    int group_size;         /* 32, 64, 128 */
+    weft_dtype scale_dtype; /* F32, F16 or BF16 */
+    const uint8_t *scales;  /* [rows, cols/group_size] of scale_dtype */
+    const uint8_t *biases;  /* [rows, cols/group_size] of scale_dtype */
 } weft_tensor;
 
 /* Elements in the innermost dimension (one row) and number of rows (product of the others). */
-static inline int64_t weft_tensor_cols(const weft_tensor *t) { return t->shape[t->ndim - 1]; }
+static inline int64_t weft_tensor_cols(const weft_tensor *t) {
+    return t->shape[t->ndim - 1];
+}
 static inline int64_t weft_tensor_rows(const weft_tensor *t) {
     int64_t r = 1;
     for (int i = 0; i < t->ndim - 1; i++) r *= t->shape[i];

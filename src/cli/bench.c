@@ -59,7 +59,8 @@ int cmd_bench(const cli_options *o) {
         if (np / (t1 - t0) > best_pf) best_pf = np / (t1 - t0);
         if (ng > 1 && (ng - 1) / (t2 - t1) > best_dc) best_dc = (ng - 1) / (t2 - t1);
     }
-    if (rc) fprintf(stderr, "weft: %s\n", err.msg);
+    if (rc)
+        fprintf(stderr, "weft: %s\n", err.msg);
     else {
         printf("| model | weights | threads | prefill tok/s (%d) | decode tok/s (%d) |\n", np, ng);
         printf("|---|---|---|---|---|\n");

@@ -28,8 +28,8 @@ int cmd_capabilities(const cli_options *o) {
     for (int i = 0; i < 3; i++) json_array_append_new(st, json_string(st_types[i]));
     const char *mlx_bits[] = {"2", "3", "4", "5", "6", "8"};
     for (int i = 0; i < 6; i++) json_array_append_new(mlx, json_string(mlx_bits[i]));
-    const char *gguf_types[] = {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-                                "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
+    const char *gguf_types[] = {"F32",  "F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+                                "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
     for (int i = 0; i < 13; i++) json_array_append_new(gguf, json_string(gguf_types[i]));
     json_object_set_new(formats, "safetensors", st);
     json_object_set_new(formats, "mlx-affine-bits", mlx);

@@ -59,7 +59,7 @@ typedef struct cli_options {
 } cli_options;
 
 typedef struct cli_flag {
-    const char *name;  /* "--port" */
+    const char *name; /* "--port" */
     flag_kind kind;
     unsigned commands; /* CMD_* bitmask */
     size_t offset;     /* into cli_options */

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #define OFF(f) offsetof(cli_options, f)
-#define SRV CMD_SERVE
-#define RUN CMD_RUN
+#define SRV    CMD_SERVE
+#define RUN    CMD_RUN
 #define SAMPLE (CMD_SERVE | CMD_RUN | CMD_BENCH)
 
 const cli_flag weft_cli_flags[] = {
@@ -16,32 +16,41 @@ const cli_flag weft_cli_flags[] = {
     {"--port", FLAG_INT, SRV, OFF(port), 0, "8080", "TCP port"},
     {"--name", FLAG_STRING, SRV, OFF(name), 0, "last path component", "model id served"},
     {"--alias", FLAG_LIST, SRV, OFF(aliases), OFF(n_aliases), "", "another accepted model id (repeatable)"},
-    {"--api-key", FLAG_LIST, SRV, OFF(api_keys), OFF(n_api_keys), "", "accepted API key (repeatable; also WEFT_API_KEY)"},
-    {"--api-key-file", FLAG_STRING, SRV, OFF(api_key_file), 0, "", "file of API keys, one per line (mode 0600)"},
+    {"--api-key", FLAG_LIST, SRV, OFF(api_keys), OFF(n_api_keys), "",
+     "accepted API key (repeatable; also WEFT_API_KEY)"},
+    {"--api-key-file", FLAG_STRING, SRV, OFF(api_key_file), 0, "",
+     "file of API keys, one per line (mode 0600)"},
     {"--backend", FLAG_STRING, SRV | RUN | CMD_BENCH, OFF(backend), 0, "auto", "auto|cpu|cuda"},
     {"--device", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(device), 0, "0", "GPU index"},
     {"--threads", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(threads), 0, "all cores", "CPU threads"},
-    {"--context", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(context), 0, "model's trained context", "positions per stream (prompt + reply)"},
+    {"--context", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(context), 0, "model's trained context",
+     "positions per stream (prompt + reply)"},
     {"--parallel", FLAG_STRING, SRV, OFF(parallel), 0, "auto", "streams sharing rounds (N or auto)"},
     {"--max-queue", FLAG_INT, SRV, OFF(max_queue), 0, "256", "waiting requests beyond this get 503"},
     {"--max-tokens", FLAG_INT, SRV | RUN, OFF(max_tokens), 0, "4096 (serve), 256 (run)", "reply token limit"},
-    {"--temperature", FLAG_DOUBLE, SAMPLE, OFF(temperature), OFF(has_temperature), "generation_config or 1.0", "sampling temperature (0 = greedy)"},
-    {"--top-p", FLAG_DOUBLE, SAMPLE, OFF(top_p), OFF(has_top_p), "generation_config or 1.0", "nucleus sampling mass"},
-    {"--top-k", FLAG_INT, SAMPLE, OFF(top_k), OFF(has_top_k), "generation_config or 0", "keep the k most likely (0 = all)"},
+    {"--temperature", FLAG_DOUBLE, SAMPLE, OFF(temperature), OFF(has_temperature), "generation_config or 1.0",
+     "sampling temperature (0 = greedy)"},
+    {"--top-p", FLAG_DOUBLE, SAMPLE, OFF(top_p), OFF(has_top_p), "generation_config or 1.0",
+     "nucleus sampling mass"},
+    {"--top-k", FLAG_INT, SAMPLE, OFF(top_k), OFF(has_top_k), "generation_config or 0",
+     "keep the k most likely (0 = all)"},
     {"--min-p", FLAG_DOUBLE, SAMPLE, OFF(min_p), OFF(has_min_p), "generation_config or 0", "min-p filter"},
     {"--seed-salt", FLAG_STRING, SRV | RUN, OFF(seed_salt), 0, "0", "salt of prompt-derived seeds"},
     {"--no-drafts", FLAG_BOOL, SRV | RUN, OFF(no_drafts), 0, "", "never draft (serial reference)"},
     {"--mtp-drafts", FLAG_INT, SRV, OFF(mtp_drafts), 0, "auto", "MTP draft depth"},
-    {"--prompt-cache-gib", FLAG_DOUBLE, SRV, OFF(prompt_cache_gib), OFF(has_prompt_cache_gib), "1/4 of free memory, <= 16", "prompt cache budget (0 disables)"},
+    {"--prompt-cache-gib", FLAG_DOUBLE, SRV, OFF(prompt_cache_gib), OFF(has_prompt_cache_gib),
+     "1/4 of free memory, <= 16", "prompt cache budget (0 disables)"},
     {"--thinking", FLAG_BOOL, SRV | RUN, OFF(thinking), 0, "", "enable thinking in chat templates"},
     {"--no-thinking", FLAG_BOOL, SRV | RUN, OFF(no_thinking), 0, "", "disable thinking in chat templates"},
     {"--chat-template", FLAG_STRING, SRV | RUN, OFF(chat_template), 0, "", "Jinja chat template file"},
     {"--metrics-open", FLAG_BOOL, SRV, OFF(metrics_open), 0, "", "serve /metrics without an API key"},
-    {"--shutdown-grace", FLAG_DOUBLE, SRV, OFF(shutdown_grace), 0, "0", "seconds running requests get at shutdown"},
+    {"--shutdown-grace", FLAG_DOUBLE, SRV, OFF(shutdown_grace), 0, "0",
+     "seconds running requests get at shutdown"},
     {"--log-format", FLAG_STRING, SRV, OFF(log_format), 0, "text", "access log: text|json"},
     {"--prompt", FLAG_STRING, RUN, OFF(prompt), 0, "", "prompt text"},
     {"--tokens", FLAG_STRING, RUN, OFF(tokens), 0, "", "prompt token ids, comma separated"},
-    {"--chat", FLAG_STRING, RUN, OFF(chat), 0, "", "one user chat message (rendered with the model's template)"},
+    {"--chat", FLAG_STRING, RUN, OFF(chat), 0, "",
+     "one user chat message (rendered with the model's template)"},
     {"--seed", FLAG_STRING, RUN, OFF(seed), OFF(has_seed), "from the prompt", "sampling seed (int64)"},
     {"--ignore-eos", FLAG_BOOL, RUN, OFF(ignore_eos), 0, "", "do not stop at EOS"},
     {"--report", FLAG_STRING, RUN, OFF(report), 0, "", "write a JSON report to this path"},
@@ -72,7 +81,9 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
     char *base = (char *)o, *end = NULL;
     errno = 0;
     switch (f->kind) {
-    case FLAG_BOOL: *(bool *)(base + f->offset) = true; break;
+    case FLAG_BOOL:
+        *(bool *)(base + f->offset) = true;
+        break;
     case FLAG_INT: {
         long v = strtol(val, &end, 10);
         if (errno || !*val || *end || v < -2147483647L || v > 2147483647L) {
@@ -145,8 +156,10 @@ int cli_parse(unsigned cmd, int argc, char **argv, cli_options *o) {
         }
         const char *val = NULL;
         if (f->kind != FLAG_BOOL) {
-            if (eq) val = eq + 1;
-            else if (i + 1 < argc) val = argv[++i];
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
             else {
                 fprintf(stderr, "weft: %s needs a value\n", f->name);
                 return 2;
@@ -166,7 +179,10 @@ void cli_usage(FILE *f, unsigned cmd, const char *cmd_name, const char *synopsis
     for (int k = 0; k < weft_cli_n_flags; k++) {
         const cli_flag *fl = &weft_cli_flags[k];
         if (!(fl->commands & cmd)) continue;
-        const char *arg = fl->kind == FLAG_BOOL ? "" : fl->kind == FLAG_INT ? " N" : fl->kind == FLAG_DOUBLE ? " X" : " S";
+        const char *arg = fl->kind == FLAG_BOOL     ? ""
+                          : fl->kind == FLAG_INT    ? " N"
+                          : fl->kind == FLAG_DOUBLE ? " X"
+                                                    : " S";
         char left[64];
         snprintf(left, sizeof left, "%s%s", fl->name, arg);
         fprintf(f, "  %-22s %s", left, fl->help);

@@ -10,7 +10,8 @@
 extern const unsigned char weft_embedded_gguf[];
 extern const unsigned char weft_embedded_gguf_end[];
 
-/* Touches every page of every tensor so that the first request does not pay for page faults; shows progress. */
+/* Touches every page of every tensor so that the first request does not pay for page faults; shows progress.
+ */
 static void prefault(const weft_model *m) {
     bool tty = isatty(STDERR_FILENO) && !getenv("WEFT_NO_LIVE");
     size_t total = m->weights_bytes, done = 0, next_draw = 0;
@@ -21,7 +22,8 @@ static void prefault(const weft_model *m) {
         done += t->nbytes;
         if (tty && total && (done >= next_draw || done == total)) {
             int pct = (int)(100.0 * (double)done / (double)total), w = pct / 4;
-            fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%", w, "#########################", 25 - w, "", pct);
+            fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%", w, "#########################", 25 - w, "",
+                    pct);
             next_draw = done + total / 50;
         }
     }

@@ -23,9 +23,11 @@ static void usage(FILE *f) {
     fprintf(f, "weft %s — exact LLM inference\n\nusage:\n", WEFT_VERSION_STRING);
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         fprintf(f, "  weft %-12s %s\n", COMMANDS[i].name, COMMANDS[i].synopsis);
-    fprintf(f, "  weft --version | -h | COMMAND -h\n\n"
-               "MODEL is a checkpoint directory (config.json + *.safetensors) or a .gguf file; without it, run and\n"
-               "serve use the built-in stories260K model.\n");
+    fprintf(
+        f,
+        "  weft --version | -h | COMMAND -h\n\n"
+        "MODEL is a checkpoint directory (config.json + *.safetensors) or a .gguf file; without it, run and\n"
+        "serve use the built-in stories260K model.\n");
 }
 
 int main(int argc, char **argv) {

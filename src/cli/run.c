@@ -60,7 +60,8 @@ static int render_chat(const cli_options *o, const weft_model *m, char **text, s
         src = strdup(m->chat_template);
         slen = strlen(src);
     } else {
-        fprintf(stderr, "weft: %s has no chat template (use --prompt, or give --chat-template FILE)\n", m->path);
+        fprintf(stderr, "weft: %s has no chat template (use --prompt, or give --chat-template FILE)\n",
+                m->path);
         return 2;
     }
     weft_err err = {0};
@@ -114,24 +115,31 @@ static int prompt_ids(const cli_options *o, const weft_model *m, int32_t **ids, 
     return rc;
 }
 
-static void write_report(const cli_options *o, const int32_t *prompt, int n_prompt, const int32_t *gen, int n_gen,
-                         const char *sha, const char *text, const char *reason, double load_s,
-                         const weft_request_stats *rs, const weft_sampling *s) {
+static void write_report(const cli_options *o, const int32_t *prompt, int n_prompt, const int32_t *gen,
+                         int n_gen, const double *margins, const char *sha, const char *text,
+                         const char *reason, double load_s, const weft_request_stats *rs,
+                         const weft_sampling *s) {
     json_t *r = json_object(), *pi = json_array(), *ti = json_array();
     for (int i = 0; i < n_prompt; i++) json_array_append_new(pi, json_integer(prompt[i]));
     for (int i = 0; i < n_gen; i++) json_array_append_new(ti, json_integer(gen[i]));
     json_object_set_new(r, "prompt_ids", pi);
     json_object_set_new(r, "token_ids", ti);
+    if (margins) {
+        json_t *mg = json_array();
+        for (int i = 0; i < n_gen; i++) json_array_append_new(mg, json_real(margins[i]));
+        json_object_set_new(r, "top2_margins", mg);
+    }
     json_object_set_new(r, "token_sha", json_string(sha));
     json_object_set_new(r, "text", json_stringn(text, strlen(text)));
     json_object_set_new(r, "finish_reason", json_string(reason));
-    json_object_set_new(r, "timings", json_pack("{s:f, s:f, s:f}", "load_s", load_s, "prefill_s",
-                                                rs->prefill_seconds, "decode_s", rs->decode_seconds));
+    json_object_set_new(r, "timings",
+                        json_pack("{s:f, s:f, s:f}", "load_s", load_s, "prefill_s", rs->prefill_seconds,
+                                  "decode_s", rs->decode_seconds));
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
     json_object_set_new(r, "sampling",
-                        json_pack("{s:f, s:f, s:i, s:f, s:s}", "temperature", s->temperature, "top_p", s->top_p,
-                                  "top_k", s->top_k, "min_p", s->min_p, "seed", seed));
+                        json_pack("{s:f, s:f, s:i, s:f, s:s}", "temperature", s->temperature, "top_p",
+                                  s->top_p, "top_k", s->top_k, "min_p", s->min_p, "seed", seed));
     if (json_dump_file(r, o->report, JSON_INDENT(1)))
         fprintf(stderr, "weft: cannot write report %s\n", o->report);
     json_decref(r);
@@ -144,6 +152,7 @@ int cmd_run(const cli_options *o) {
     if (rc) return rc;
     double load_s = weft_now() - t0;
     int32_t *prompt = NULL, *gen = NULL;
+    double *margins = NULL;
     int n_prompt = 0, n_gen = 0;
     char *text = NULL;
     size_t text_len = 0, text_cap = 0;
@@ -191,10 +200,14 @@ int cmd_run(const cli_options *o) {
     req.prompt = prompt;
     req.n_prompt = n_prompt;
     cli_sampling(o, m, &req.sampling);
-    req.sampling.seed = o->has_seed ? (uint64_t)o->seed : weft_seed_from_prompt(prompt, (size_t)n_prompt, o->seed_salt);
+    req.sampling.seed =
+        o->has_seed ? (uint64_t)o->seed : weft_seed_from_prompt(prompt, (size_t)n_prompt, o->seed_salt);
     req.max_tokens = max_tokens;
     req.ignore_eos = o->ignore_eos;
     req.draft = !o->no_drafts;
+    /* The report records each step's top-2 margin (difference of log-probabilities = of logits), which tests
+     * use to compare greedy ids with peers only where rounding cannot flip them. */
+    if (o->report) req.sampling.logprobs = 2;
     if (weft_sampling_validate(&req.sampling, m->cfg.vocab_size, &err) ||
         weft_engine_submit(eng, &req, &h, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);
@@ -213,6 +226,16 @@ int cmd_run(const cli_options *o) {
             if (!ng) break;
             gen = ng;
             memcpy(gen + n_gen, ev.tokens, (size_t)ev.n_tokens * sizeof *gen);
+            if (ev.logprobs) {
+                double *nm = realloc(margins, (size_t)(n_gen + ev.n_tokens) * sizeof *margins);
+                if (!nm) break;
+                margins = nm;
+                for (int i = 0; i < ev.n_tokens; i++) {
+                    const weft_logprobs *lp = &ev.logprobs[i];
+                    margins[n_gen + i] =
+                        lp->n_top >= 2 ? (double)lp->top_logprobs[0] - lp->top_logprobs[1] : 0;
+                }
+            }
             n_gen += ev.n_tokens;
             for (int i = 0; i < ev.n_tokens; i++) {
                 if (dt) {
@@ -249,14 +272,17 @@ int cmd_run(const cli_options *o) {
     weft_token_sha(gen, (size_t)n_gen, sha);
     double pf = rs.prefill_seconds > 0 ? n_prompt / rs.prefill_seconds : 0;
     double dc = rs.decode_seconds > 0 && n_gen > 1 ? (n_gen - 1) / rs.decode_seconds : 0;
-    fprintf(stderr, "weft: %d prompt tokens, %d generated (%s), prefill %.1f tok/s, decode %.1f tok/s, token_sha %s\n",
-            n_prompt, n_gen, reason, pf, dc, sha);
+    fprintf(
+        stderr,
+        "weft: %d prompt tokens, %d generated (%s), prefill %.1f tok/s, decode %.1f tok/s, token_sha %s\n",
+        n_prompt, n_gen, reason, pf, dc, sha);
     if (!dt) {
         for (int i = 0; i < n_gen; i++) printf(i ? ",%d" : "%d", gen[i]);
         printf("\n");
     }
     if (o->report)
-        write_report(o, prompt, n_prompt, gen, n_gen, sha, text ? text : "", reason, load_s, &rs, &req.sampling);
+        write_report(o, prompt, n_prompt, gen, n_gen, margins, sha, text ? text : "", reason, load_s, &rs,
+                     &req.sampling);
 out:
     weft_model_detok_free(dt);
     weft_request_release(h);
@@ -265,6 +291,7 @@ out:
     weft_model_free(m);
     free(prompt);
     free(gen);
+    free(margins);
     free(text);
     return rc;
 }

@@ -19,29 +19,29 @@
 
 typedef struct llama_layer {
     const weft_tensor *wq, *wk, *wv, *wo, *wg, *wu, *wd;
-    float *bq, *bk, *bv;               /* [Hq·d], [Hkv·d] or NULL (attention_bias) */
-    float *attn_norm, *ffn_norm;       /* [H] */
-    float *q_norm, *k_norm;            /* [d] (qwen3) or NULL */
+    float *bq, *bk, *bv;         /* [Hq·d], [Hkv·d] or NULL (attention_bias) */
+    float *attn_norm, *ffn_norm; /* [H] */
+    float *q_norm, *k_norm;      /* [d] (qwen3) or NULL */
 } llama_layer;
 
 typedef struct llama {
     int64_t H, Hq, Hkv, d, I, V, L;
     float eps;
     const weft_tensor *embed, *head;
-    float *final_norm;                 /* [H] */
-    llama_layer *layers;               /* [L] */
+    float *final_norm;   /* [H] */
+    llama_layer *layers; /* [L] */
     weft_rope_table rope;
     int max_rows;
     /* activations for max_rows rows */
-    float *x;                          /* [R, H] residual stream */
-    float *xb;                         /* [R, H] normed input */
-    float *q;                          /* [R, Hq·d] */
-    float *k, *v;                      /* [R, Hkv·d] */
-    float *att;                        /* [R, Hq·d] attention output */
-    float *g, *u;                      /* [R, I] */
-    float *xo;                         /* [R, H] projection outputs */
-    const float **krow, **vrow;        /* [R] per-row cache bases for the current layer */
-    int *pos;                          /* [R] */
+    float *x;                   /* [R, H] residual stream */
+    float *xb;                  /* [R, H] normed input */
+    float *q;                   /* [R, Hq·d] */
+    float *k, *v;               /* [R, Hkv·d] */
+    float *att;                 /* [R, Hq·d] attention output */
+    float *g, *u;               /* [R, I] */
+    float *xo;                  /* [R, H] projection outputs */
+    const float **krow, **vrow; /* [R] per-row cache bases for the current layer */
+    int *pos;                   /* [R] */
 } llama;
 
 static float *take_vec(const weft_tensor_set *ts, const char *name, int64_t n, bool required, weft_err *err,
@@ -69,8 +69,8 @@ static const weft_tensor *take_mat(const weft_tensor_set *ts, const char *name, 
         return NULL;
     }
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
-        weft_err_set(err, WEFT_EFORMAT, "tensor %s: shape [%lld, %lld] expected, found %d-D [%lld, %lld]", name,
-                     (long long)rows, (long long)cols, t->ndim, (long long)t->shape[0],
+        weft_err_set(err, WEFT_EFORMAT, "tensor %s: shape [%lld, %lld] expected, found %d-D [%lld, %lld]",
+                     name, (long long)rows, (long long)cols, t->ndim, (long long)t->shape[0],
                      (long long)(t->ndim > 1 ? t->shape[1] : 0));
         *failed = true;
     }
@@ -176,7 +176,8 @@ static weft_status llama_forward(void *fam, weft_pool *pool, void *const *states
             float *q = m->q + r * qd, *k = m->k + r * kvd;
             if (ly->q_norm) {
                 for (int64_t h = 0; h < m->Hq; h++) weft_rmsnorm(q + h * d, q + h * d, ly->q_norm, d, m->eps);
-                for (int64_t h = 0; h < m->Hkv; h++) weft_rmsnorm(k + h * d, k + h * d, ly->k_norm, d, m->eps);
+                for (int64_t h = 0; h < m->Hkv; h++)
+                    weft_rmsnorm(k + h * d, k + h * d, ly->k_norm, d, m->eps);
             }
             weft_rope_apply(&m->rope, q, (int)m->Hq, (int)d, rows[r].pos);
             weft_rope_apply(&m->rope, k, (int)m->Hkv, (int)d, rows[r].pos);
@@ -187,8 +188,9 @@ static weft_status llama_forward(void *fam, weft_pool *pool, void *const *states
             m->krow[r] = K;
             m->vrow[r] = V;
         }
-        weft_attn_args aa = {n, (int)m->Hq, (int)m->Hkv, (int)d, 1.0f / sqrtf((float)d), m->q, qd, m->att, qd,
-                             m->krow, m->vrow, kvd, m->pos};
+        weft_attn_args aa = {n,       (int)m->Hq, (int)m->Hkv, (int)d, 1.0f / sqrtf((float)d),
+                             m->q,    qd,         m->att,      qd,     m->krow,
+                             m->vrow, kvd,        m->pos};
         weft_attention(pool, &aa);
         weft_matmul(pool, ly->wo, m->att, n, m->xo, H);
         for (int64_t i = 0; i < (int64_t)n * H; i++) m->x[i] += m->xo[i];
@@ -200,13 +202,15 @@ static weft_status llama_forward(void *fam, weft_pool *pool, void *const *states
         weft_matmul(pool, ly->wd, m->g, n, m->xo, H);
         for (int64_t i = 0; i < (int64_t)n * H; i++) m->x[i] += m->xo[i];
     }
-    for (int o = 0; o < n_out; o++) weft_rmsnorm(m->xb + o * H, m->x + out_rows[o] * H, m->final_norm, H, m->eps);
+    for (int o = 0; o < n_out; o++)
+        weft_rmsnorm(m->xb + o * H, m->x + out_rows[o] * H, m->final_norm, H, m->eps);
     weft_matmul(pool, m->head, m->xb, n_out, logits, m->V);
     return WEFT_OK;
 }
 
-static weft_status llama_keep(void *fam, void *state, int cache_len, weft_err *err) {
+static weft_status llama_keep(void *fam, weft_pool *pool, void *state, int cache_len, weft_err *err) {
     (void)fam;
+    (void)pool;
     const state_hdr *h = state;
     if (cache_len < 0 || cache_len > h->capacity)
         return weft_err_set(err, WEFT_ERANGE, "keep: %d outside capacity %d", cache_len, h->capacity);
@@ -219,7 +223,8 @@ static size_t llama_snapshot_bytes(const void *fam, int pos) {
     return (size_t)m->L * 2 * (size_t)pos * (size_t)(m->Hkv * m->d) * sizeof(float);
 }
 
-static weft_status llama_snapshot_save(const void *fam, const void *state, int pos, void *dst, weft_err *err) {
+static weft_status llama_snapshot_save(const void *fam, const void *state, int pos, void *dst,
+                                       weft_err *err) {
     const llama *m = fam;
     const state_hdr *h = state;
     if (pos < 0 || pos > h->capacity)
@@ -227,11 +232,13 @@ static weft_status llama_snapshot_save(const void *fam, const void *state, int p
     size_t rows = (size_t)pos * (size_t)(m->Hkv * m->d) * sizeof(float);
     char *out = dst;
     for (int64_t l = 0; l < m->L; l++)
-        for (int w = 0; w < 2; w++, out += rows) memcpy(out, cache_at(m, (void *)(h + 1), h->capacity, l, w), rows);
+        for (int w = 0; w < 2; w++, out += rows)
+            memcpy(out, cache_at(m, (void *)(h + 1), h->capacity, l, w), rows);
     return WEFT_OK;
 }
 
-static weft_status llama_snapshot_restore(const void *fam, void *state, int pos, const void *src, weft_err *err) {
+static weft_status llama_snapshot_restore(const void *fam, void *state, int pos, const void *src,
+                                          weft_err *err) {
     const llama *m = fam;
     state_hdr *h = state;
     if (pos < 0 || pos > h->capacity)
@@ -272,16 +279,19 @@ weft_status weft_llama_create(const weft_config *cfg, const weft_tensor_set *ts,
     bool failed = false;
     if (m->H <= 0 || m->Hq <= 0 || m->Hkv <= 0 || m->d <= 0 || m->I <= 0 || m->V <= 0 || m->L <= 0 ||
         m->Hq % m->Hkv) {
-        st = weft_err_set(err, WEFT_EFORMAT,
-                          "config: invalid shape (hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab "
-                          "%lld, layers %lld)",
-                          (long long)m->H, (long long)m->Hq, (long long)m->Hkv, (long long)m->d, (long long)m->I,
-                          (long long)m->V, (long long)m->L);
+        st = weft_err_set(
+            err, WEFT_EFORMAT,
+            "config: invalid shape (hidden %lld, heads %lld/%lld, head_dim %lld, ffn %lld, vocab "
+            "%lld, layers %lld)",
+            (long long)m->H, (long long)m->Hq, (long long)m->Hkv, (long long)m->d, (long long)m->I,
+            (long long)m->V, (long long)m->L);
         goto fail;
     }
     m->embed = take_mat(ts, "model.embed_tokens.weight", m->V, m->H, err, &failed);
-    if (cfg->tie_word_embeddings || !weft_tensor_set_get(ts, "lm_head.weight")) m->head = m->embed;
-    else m->head = take_mat(ts, "lm_head.weight", m->V, m->H, err, &failed);
+    if (cfg->tie_word_embeddings || !weft_tensor_set_get(ts, "lm_head.weight"))
+        m->head = m->embed;
+    else
+        m->head = take_mat(ts, "lm_head.weight", m->V, m->H, err, &failed);
     if (failed) goto fail_fmt;
     m->final_norm = take_vec(ts, "model.norm.weight", m->H, true, err, &failed);
     m->layers = calloc((size_t)m->L, sizeof *m->layers);
@@ -306,8 +316,10 @@ weft_status weft_llama_create(const weft_config *cfg, const weft_tensor_set *ts,
         ly->wd = take_mat(ts, NAME("mlp.down_proj.weight"), m->H, m->I, err, &failed);
         if (failed) break;
         ly->bq = take_vec(ts, NAME("self_attn.q_proj.bias"), m->Hq * m->d, cfg->attention_bias, err, &failed);
-        ly->bk = take_vec(ts, NAME("self_attn.k_proj.bias"), m->Hkv * m->d, cfg->attention_bias, err, &failed);
-        ly->bv = take_vec(ts, NAME("self_attn.v_proj.bias"), m->Hkv * m->d, cfg->attention_bias, err, &failed);
+        ly->bk =
+            take_vec(ts, NAME("self_attn.k_proj.bias"), m->Hkv * m->d, cfg->attention_bias, err, &failed);
+        ly->bv =
+            take_vec(ts, NAME("self_attn.v_proj.bias"), m->Hkv * m->d, cfg->attention_bias, err, &failed);
         if (qk_norm) {
             ly->q_norm = take_vec(ts, NAME("self_attn.q_norm.weight"), m->d, true, err, &failed);
             ly->k_norm = take_vec(ts, NAME("self_attn.k_norm.weight"), m->d, true, err, &failed);

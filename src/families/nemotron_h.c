@@ -212,7 +212,7 @@ static weft_status nh_forward(void *fam, weft_pool *pool, void *const *states, c
     return WEFT_OK;
 }
 
-static weft_status nh_keep(void *fam, void *state, int cache_len, weft_err *err) {
+static weft_status nh_keep(void *fam, weft_pool *pool, void *state, int cache_len, weft_err *err) {
     nh_model *m = fam;
     nh_hdr *h = state;
     if (cache_len == h->len) return WEFT_OK;
@@ -229,10 +229,10 @@ static weft_status nh_keep(void *fam, void *state, int cache_len, weft_err *err)
     if (n_keep == 0) {
         h->cur = 1 - h->cur; /* the window-start buffer becomes live */
     } else {
-        /* keep has no pool: the replay runs inline (it is the conv and SSM steps only, no matmuls) */
+        /* the replay is the conv and SSM steps only (no matmuls), parallel over heads */
         for (int64_t l = 0; l < m->L; l++)
             if (m->layers[l].kind == WEFT_LAYER_LINEAR)
-                weft_nh_mamba_replay(m, NULL, &m->layers[l].mamba, state, n_keep);
+                weft_nh_mamba_replay(m, pool, &m->layers[l].mamba, state, n_keep);
     }
     clear_records(m, state, n_keep, h->n_rec);
     const int64_t kvd = m->Hkv * m->d;

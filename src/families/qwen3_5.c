@@ -9,8 +9,8 @@
  * - conv1d `[C,1,K]` (HF), `[C,K,1]` (MLX) or `[C,K]`: the same bytes, w[c,k] at c·K + k;
  * - MoE experts per expert `mlp.experts.{e}.{gate,up,down}_proj.weight` (transformers 5.17 save), fused
  *   `mlp.experts.gate_up_proj` [E,2I,H] (gate rows first) + `mlp.experts.down_proj` [E,H,I], or MLX stacked
- *   `mlp.switch_mlp.{gate,up,down}_proj.weight` [E,I,H]/[E,H,I] (rows of expert e start at e·out); each expert
- *   becomes a 2-D view into the stored bytes (nothing is copied);
+ *   `mlp.switch_mlp.{gate,up,down}_proj.weight` [E,I,H]/[E,H,I] (rows of expert e start at e·out); each
+ * expert becomes a 2-D view into the stored bytes (nothing is copied);
  * - weights in any dtype weft_matmul decodes (F32/F16/BF16, ggml blocks, MLX affine incl. 8-bit routers).
  * Ignored: `model.visual.*` (vision tower: text requests only) and `mtp.*` (the drafting head). */
 #include "families/qwen3_5_impl.h"
@@ -26,22 +26,38 @@ typedef struct loader {
     const char *prefix;
     weft_err *err;
     bool failed;
+    weft_status st; /* the first failure's status */
     size_t decoded; /* bytes of fp32 copies made */
     char name[256];
 } loader;
 
 static const char *lname(loader *ld, int64_t layer, const char *suffix) {
-    if (layer < 0) snprintf(ld->name, sizeof ld->name, "%s%s", ld->prefix, suffix);
-    else snprintf(ld->name, sizeof ld->name, "%slayers.%lld.%s", ld->prefix, (long long)layer, suffix);
+    if (layer < 0)
+        snprintf(ld->name, sizeof ld->name, "%s%s", ld->prefix, suffix);
+    else
+        snprintf(ld->name, sizeof ld->name, "%slayers.%lld.%s", ld->prefix, (long long)layer, suffix);
     return ld->name;
 }
 
 static bool weight_dtype(weft_dtype t) {
     switch (t) {
-    case WEFT_DT_F32: case WEFT_DT_F16: case WEFT_DT_BF16: case WEFT_DT_MLX_AFFINE:
-    case WEFT_DT_Q4_0: case WEFT_DT_Q4_1: case WEFT_DT_Q5_0: case WEFT_DT_Q5_1: case WEFT_DT_Q8_0:
-    case WEFT_DT_Q2_K: case WEFT_DT_Q3_K: case WEFT_DT_Q4_K: case WEFT_DT_Q5_K: case WEFT_DT_Q6_K: return true;
-    default: return false;
+    case WEFT_DT_F32:
+    case WEFT_DT_F16:
+    case WEFT_DT_BF16:
+    case WEFT_DT_MLX_AFFINE:
+    case WEFT_DT_Q4_0:
+    case WEFT_DT_Q4_1:
+    case WEFT_DT_Q5_0:
+    case WEFT_DT_Q5_1:
+    case WEFT_DT_Q8_0:
+    case WEFT_DT_Q2_K:
+    case WEFT_DT_Q3_K:
+    case WEFT_DT_Q4_K:
+    case WEFT_DT_Q5_K:
+    case WEFT_DT_Q6_K:
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -54,6 +70,7 @@ __attribute__((format(printf, 3, 4))) static bool fail(loader *ld, weft_status c
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
         weft_err_set(ld->err, code, "%s", msg);
+        ld->st = code;
     }
     ld->failed = true;
     return false;
@@ -61,11 +78,8 @@ __attribute__((format(printf, 3, 4))) static bool fail(loader *ld, weft_status c
 
 static bool check_dtype(loader *ld, const weft_tensor *t) {
     if (weight_dtype(t->dtype)) return true;
-    if (!ld->failed)
-        weft_err_set(ld->err, WEFT_ENOTSUP, "tensor %s: dtype %s cannot be used as a weight", t->name,
-                     weft_dtype_get(t->dtype) ? weft_dtype_get(t->dtype)->name : "?");
-    ld->failed = true;
-    return false;
+    return fail(ld, WEFT_ENOTSUP, "tensor %s: dtype %s cannot be used as a weight", t->name,
+                weft_dtype_get(t->dtype) ? weft_dtype_get(t->dtype)->name : "?");
 }
 
 /* A 2-D weight [rows, cols] named prefix + (layers.L.)suffix. */
@@ -78,11 +92,9 @@ static const weft_tensor *mat(loader *ld, int64_t layer, const char *suffix, int
         return NULL;
     }
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
-        if (!ld->failed)
-            weft_err_set(ld->err, WEFT_EFORMAT, "tensor %s: shape [%lld, %lld] expected, found %d-D [%lld, %lld]",
-                         name, (long long)rows, (long long)cols, t->ndim, (long long)t->shape[0],
-                         (long long)(t->ndim > 1 ? t->shape[1] : 0));
-        ld->failed = true;
+        fail(ld, WEFT_EFORMAT, "tensor %s: shape [%lld, %lld] expected, found %d-D [%lld, %lld]", name,
+             (long long)rows, (long long)cols, t->ndim, (long long)t->shape[0],
+             (long long)(t->ndim > 1 ? t->shape[1] : 0));
         return NULL;
     }
     return check_dtype(ld, t) ? t : NULL;
@@ -100,6 +112,7 @@ static float *vec(loader *ld, int64_t layer, const char *suffix, int64_t n, bool
     float *v = weft_tensor_to_f32(t, n, ld->err);
     if (!v) {
         ld->failed = true;
+        ld->st = ld->err ? ld->err->code : WEFT_EFORMAT;
         return NULL;
     }
     if (shift)
@@ -136,10 +149,8 @@ static const weft_tensor *stacked(loader *ld, int64_t layer, const char *s1, con
     if (!t && s2) t = weft_tensor_set_get(ld->ts, lname(ld, layer, s2));
     if (!t || ld->failed) return NULL;
     if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != rows || t->shape[2] != cols) {
-        if (!ld->failed)
-            weft_err_set(ld->err, WEFT_EFORMAT, "tensor %s: shape [%lld, %lld, %lld] expected", t->name,
-                         (long long)E, (long long)rows, (long long)cols);
-        ld->failed = true;
+        fail(ld, WEFT_EFORMAT, "tensor %s: shape [%lld, %lld, %lld] expected", t->name, (long long)E,
+             (long long)rows, (long long)cols);
         return NULL;
     }
     if (t->dtype != WEFT_DT_MLX_AFFINE && weft_dtype_row_bytes(t->dtype, cols) == 0) {
@@ -154,9 +165,9 @@ static bool load_experts(loader *ld, q35 *m, q35_layer *ly, int64_t l) {
     const int64_t E = m->E, H = m->H, MI = m->MI;
     ly->ex = calloc((size_t)(3 * E), sizeof *ly->ex);
     if (!ly->ex) return fail(ld, WEFT_ENOMEM, "out of memory for the experts of layer %lld", (long long)l);
-    char sfx[96];
     if (weft_tensor_set_get(ld->ts, lname(ld, l, "mlp.experts.0.gate_proj.weight"))) {
         static const char *const parts[3] = {"gate_proj", "up_proj", "down_proj"};
+        char sfx[96];
         for (int64_t e = 0; e < E && !ld->failed; e++)
             for (int p = 0; p < 3; p++) {
                 snprintf(sfx, sizeof sfx, "mlp.experts.%lld.%s.weight", (long long)e, parts[p]);
@@ -165,13 +176,15 @@ static bool load_experts(loader *ld, q35 *m, q35_layer *ly, int64_t l) {
             }
         return !ld->failed;
     }
-    const weft_tensor *gu = stacked(ld, l, "mlp.experts.gate_up_proj", "mlp.experts.gate_up_proj.weight", E,
-                                    2 * MI, H);
+    const weft_tensor *gu =
+        stacked(ld, l, "mlp.experts.gate_up_proj", "mlp.experts.gate_up_proj.weight", E, 2 * MI, H);
     if (gu) {
         const weft_tensor *dn =
             stacked(ld, l, "mlp.experts.down_proj", "mlp.experts.down_proj.weight", E, H, MI);
-        if (!dn) return ld->failed ? false : fail(ld, WEFT_EFORMAT, "missing tensor %s",
-                                                  lname(ld, l, "mlp.experts.down_proj"));
+        if (!dn)
+            return ld->failed
+                       ? false
+                       : fail(ld, WEFT_EFORMAT, "missing tensor %s", lname(ld, l, "mlp.experts.down_proj"));
         for (int64_t e = 0; e < E; e++) {
             row_view(gu, e * 2 * MI, MI, &ly->ex[3 * e]);
             row_view(gu, e * 2 * MI + MI, MI, &ly->ex[3 * e + 1]);
@@ -219,7 +232,8 @@ static bool load_gdn(loader *ld, q35 *m, q35_layer *ly, int64_t l) {
     ly->dt_bias = vec(ld, l, "linear_attn.dt_bias", Hv, true, false);
     ly->gnorm = vec(ld, l, "linear_attn.norm.weight", m->dv, true, false); /* plain: never shifted */
     if (ld->failed) return false;
-    for (int64_t h = 0; h < Hv; h++) ly->neg_a[h] = -expf(ly->neg_a[h]); /* fp32, as HF's −A_log.float().exp() */
+    for (int64_t h = 0; h < Hv; h++)
+        ly->neg_a[h] = -expf(ly->neg_a[h]); /* fp32, as HF's −A_log.float().exp() */
     return true;
 }
 
@@ -278,10 +292,12 @@ static void q35_destroy(void *self) {
     free(m->layers);
     free(m->final_norm);
     weft_rope_free(&m->rope);
-    void *bufs[] = {m->perm, m->inv,  m->row_group, m->groups, m->pos, m->x,   m->xb,   m->xo,    m->mqkv,
-                    m->cbuf, m->z,    m->o,         m->bb,     m->aa,  m->beta, m->decay, m->uq,  m->q,
-                    m->att,  m->k,    m->v,         m->g,      m->u,   m->ey,  m->ex_x, m->ex_y,  m->rl,
-                    m->sg,   m->sel,  m->sw,        m->ex_rows, (void *)m->krow, (void *)m->vrow, m->kscratch};
+    void *bufs[] = {
+        m->perm,         m->inv,     m->row_group, m->groups, m->pos, m->x,  m->xb,      m->xo,
+        m->mqkv,         m->cbuf,    m->z,         m->o,      m->bb,  m->aa, m->beta,    m->decay,
+        m->uq,           m->q,       m->att,       m->k,      m->v,   m->g,  m->u,       m->ey,
+        m->ex_x,         m->ex_y,    m->rl,        m->sg,     m->sel, m->sw, m->ex_rows, (void *)m->krow,
+        (void *)m->vrow, m->kscratch};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(m);
 }
@@ -300,15 +316,18 @@ static const weft_family_ops Q35_OPS = {
 
 static weft_status check_shape(const weft_config *cfg, q35 *m, weft_err *err) {
     if (m->H <= 0 || m->V <= 0 || m->L <= 0 || m->Hq <= 0 || m->Hkv <= 0 || m->d <= 0 || m->Hq % m->Hkv)
-        return weft_err_set(err, WEFT_EFORMAT,
-                            "qwen3_5 config: invalid shape (hidden %lld, vocab %lld, layers %lld, heads %lld/%lld, "
-                            "head_dim %lld)",
-                            (long long)m->H, (long long)m->V, (long long)m->L, (long long)m->Hq, (long long)m->Hkv,
-                            (long long)m->d);
+        return weft_err_set(
+            err, WEFT_EFORMAT,
+            "qwen3_5 config: invalid shape (hidden %lld, vocab %lld, layers %lld, heads %lld/%lld, "
+            "head_dim %lld)",
+            (long long)m->H, (long long)m->V, (long long)m->L, (long long)m->Hq, (long long)m->Hkv,
+            (long long)m->d);
     for (int64_t l = 0; l < m->L; l++) {
         weft_layer_kind k = cfg->layer_kind[l];
-        if (k == WEFT_LAYER_LINEAR) m->n_gdn++;
-        else if (k == WEFT_LAYER_ATTENTION) m->n_attn++;
+        if (k == WEFT_LAYER_LINEAR)
+            m->n_gdn++;
+        else if (k == WEFT_LAYER_ATTENTION)
+            m->n_attn++;
         else
             return weft_err_set(err, WEFT_ENOTSUP,
                                 "qwen3_5: layer %lld is of kind %d; only linear_attention and full_attention "
@@ -316,23 +335,26 @@ static weft_status check_shape(const weft_config *cfg, q35 *m, weft_err *err) {
                                 (long long)l, (int)k);
     }
     if (m->n_gdn && (m->K < 1 || m->dk <= 0 || m->dv <= 0 || m->Hk <= 0 || m->Hv <= 0 || m->Hv % m->Hk))
-        return weft_err_set(err, WEFT_EFORMAT,
-                            "qwen3_5 config: invalid linear attention shape (kernel %lld, key heads %lld × %lld, "
-                            "value heads %lld × %lld)",
-                            (long long)m->K, (long long)m->Hk, (long long)m->dk, (long long)m->Hv,
-                            (long long)m->dv);
+        return weft_err_set(
+            err, WEFT_EFORMAT,
+            "qwen3_5 config: invalid linear attention shape (kernel %lld, key heads %lld × %lld, "
+            "value heads %lld × %lld)",
+            (long long)m->K, (long long)m->Hk, (long long)m->dk, (long long)m->Hv, (long long)m->dv);
     if (!m->moe && m->I <= 0)
         return weft_err_set(err, WEFT_EFORMAT, "qwen3_5 config: intermediate_size missing");
     if (m->moe && (m->E <= 0 || m->topk <= 0 || m->topk > m->E || m->MI <= 0 || m->SI < 0))
-        return weft_err_set(err, WEFT_EFORMAT,
-                            "qwen3_5_moe config: invalid MoE shape (experts %lld, top-k %lld, expert size %lld)",
-                            (long long)m->E, (long long)m->topk, (long long)m->MI);
+        return weft_err_set(
+            err, WEFT_EFORMAT,
+            "qwen3_5_moe config: invalid MoE shape (experts %lld, top-k %lld, expert size %lld)",
+            (long long)m->E, (long long)m->topk, (long long)m->MI);
     return WEFT_OK;
 }
 
 #define MAX3(a, b, c) ((a) > (b) ? ((a) > (c) ? (a) : (c)) : ((b) > (c) ? (b) : (c)))
 
-static float *F(size_t n) { return calloc(n > 0 ? n : 1, sizeof(float)); }
+static float *F(size_t n) {
+    return calloc(n > 0 ? n : 1, sizeof(float));
+}
 
 static weft_status alloc_acts(q35 *m, weft_err *err) {
     size_t R = (size_t)m->act_rows, H = (size_t)m->H, k = (size_t)(m->topk > 0 ? m->topk : 1);
@@ -341,9 +363,11 @@ static weft_status alloc_acts(q35 *m, weft_err *err) {
     m->x = F(R * H), m->xb = F(R * H), m->xo = F(R * H);
     m->mqkv = F(R * C), m->cbuf = F(R * C), m->z = F(R * Vd), m->o = F(R * Vd);
     m->bb = F(R * Hv), m->aa = F(R * Hv), m->beta = F(R * Hv), m->decay = F(R * Hv);
-    m->uq = F(R * (size_t)m->qrows), m->q = F(R * qd), m->att = F(R * qd), m->k = F(R * kvd), m->v = F(R * kvd);
+    m->uq = F(R * (size_t)m->qrows), m->q = F(R * qd), m->att = F(R * qd), m->k = F(R * kvd),
+    m->v = F(R * kvd);
     m->g = F(R * ff), m->u = F(R * ff);
-    m->ey = F(R * k * H), m->ex_x = F(R * H), m->ex_y = F(R * H), m->rl = F(R * E), m->sg = F(R), m->sw = F(R * k);
+    m->ey = F(R * k * H), m->ex_x = F(R * H), m->ex_y = F(R * H), m->rl = F(R * E), m->sg = F(R),
+    m->sw = F(R * k);
     m->kscratch = F(m->scratch_floats);
     m->sel = calloc(R * k, sizeof(int));
     m->ex_rows = calloc(R * k, sizeof(int));
@@ -354,17 +378,20 @@ static weft_status alloc_acts(q35 *m, weft_err *err) {
     m->groups = calloc(R, sizeof(q35_group));
     m->krow = calloc(R, sizeof(float *));
     m->vrow = calloc(R, sizeof(float *));
-    void *bufs[] = {m->x,  m->xb, m->xo, m->mqkv, m->cbuf, m->z,      m->o,    m->bb,   m->aa,  m->beta,
-                    m->decay, m->uq, m->q, m->att, m->k,  m->v,       m->g,    m->u,    m->ey,  m->ex_x,
-                    m->ex_y, m->rl, m->sg, m->sw, m->kscratch, m->sel, m->ex_rows, m->perm, m->inv, m->row_group,
-                    m->pos, m->groups, (void *)m->krow, (void *)m->vrow};
+    void *bufs[] = {m->x,   m->xb,        m->xo,   m->mqkv,     m->cbuf,         m->z,           m->o,
+                    m->bb,  m->aa,        m->beta, m->decay,    m->uq,           m->q,           m->att,
+                    m->k,   m->v,         m->g,    m->u,        m->ey,           m->ex_x,        m->ex_y,
+                    m->rl,  m->sg,        m->sw,   m->kscratch, m->sel,          m->ex_rows,     m->perm,
+                    m->inv, m->row_group, m->pos,  m->groups,   (void *)m->krow, (void *)m->vrow};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (!bufs[i]) return weft_err_set(err, WEFT_ENOMEM, "qwen3_5: out of memory for %d activation rows", m->act_rows);
+        if (!bufs[i])
+            return weft_err_set(err, WEFT_ENOMEM, "qwen3_5: out of memory for %d activation rows",
+                                m->act_rows);
     return WEFT_OK;
 }
 
-weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *ts, const weft_family_opts *opts,
-                                weft_family_model *out, weft_err *err) {
+weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *ts,
+                                const weft_family_opts *opts, weft_family_model *out, weft_err *err) {
     q35 *m = calloc(1, sizeof *m);
     if (!m) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
     m->H = cfg->hidden_size, m->V = cfg->vocab_size, m->L = cfg->n_layers, m->I = cfg->intermediate_size;
@@ -394,7 +421,7 @@ weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *t
     if (!weft_tensor_set_get(ts, "model.language_model.embed_tokens.weight") &&
         weft_tensor_set_get(ts, "model.embed_tokens.weight"))
         prefix = "model.";
-    loader ld = {ts, prefix, err, false, 0, {0}};
+    loader ld = {ts, prefix, err, false, WEFT_OK, 0, {0}};
     const bool shift = !opts->mlx; /* zero-centred norms: HF stores w, MLX stores 1+w */
     m->embed = mat(&ld, -1, "embed_tokens.weight", m->V, m->H);
     if (cfg->tie_word_embeddings) {
@@ -422,7 +449,7 @@ weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *t
         load_ffn(&ld, m, ly, l);
     }
     if (ld.failed) {
-        st = err ? err->code : WEFT_EFORMAT;
+        st = ld.st;
         goto fail;
     }
     if (m->n_attn && (st = weft_rope_init(&m->rope, &cfg->rope, m->d, err))) goto fail;

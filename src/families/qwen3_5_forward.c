@@ -7,13 +7,16 @@
  *
  * Rows are first reordered so that each stream's rows are contiguous and in position order (a "group"); every
  * op is per row, per (row, head), or — for the recurrences — per (group, head) sequentially over the group's
- * rows, so a row's bits never depend on the other rows of the call nor on the thread count (SPEC §4.3.1–2). */
+ * rows, so a row's bits never depend on the other rows of the call nor on the thread count (SPEC §4.3.1–2).
+ */
 #include "families/qwen3_5_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float sigmoidf(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
 
 /* Groups rows by slot (first appearance order), checks positions, builds the internal order. */
 static weft_status plan_rows(q35 *m, void *const *states, const weft_row *rows, int n, int *n_groups,
@@ -31,16 +34,17 @@ static weft_status plan_rows(q35 *m, void *const *states, const weft_row *rows, 
         if (g == G) {
             if (w->pos != h->len)
                 return weft_err_set(err, WEFT_EINVAL,
-                                    "slot %d: first row at position %d but the stream holds %d positions", w->slot,
-                                    w->pos, h->len);
+                                    "slot %d: first row at position %d but the stream holds %d positions",
+                                    w->slot, w->pos, h->len);
             m->groups[G++] = (q35_group){w->slot, 0, 0, w->pos, 0, h, NULL, NULL, NULL};
         } else if (w->pos != m->groups[g].pos0 + m->groups[g].n) {
             return weft_err_set(err, WEFT_EINVAL, "slot %d: row at position %d does not follow position %d",
                                 w->slot, w->pos, m->groups[g].pos0 + m->groups[g].n - 1);
         }
         if (w->pos >= h->capacity || w->pos >= m->max_context)
-            return weft_err_set(err, WEFT_ERANGE, "position %d outside the stream capacity %d (max context %d)",
-                                w->pos, h->capacity, m->max_context);
+            return weft_err_set(err, WEFT_ERANGE,
+                                "position %d outside the stream capacity %d (max context %d)", w->pos,
+                                h->capacity, m->max_context);
         m->groups[g].n++;
         m->row_group[r] = g;
     }
@@ -85,9 +89,21 @@ static void gdn_layer(q35 *m, weft_pool *pool, const q35_layer *ly, int n, int G
             }
         }
     }
-    q35_gdn_job job = {.m = m, .ly = ly, .groups = m->groups, .n_groups = G, .mq = m->mqkv, .bq = m->bb,
-                       .aq = m->aa, .m_stride = C, .ba_stride = Hv, .c = m->cbuf, .beta = m->beta,
-                       .decay = m->decay, .z = m->z, .o = m->o, .snapshots = m->keep_mode == Q35_KEEP_SNAPSHOT};
+    q35_gdn_job job = {.m = m,
+                       .ly = ly,
+                       .groups = m->groups,
+                       .n_groups = G,
+                       .mq = m->mqkv,
+                       .bq = m->bb,
+                       .aq = m->aa,
+                       .m_stride = C,
+                       .ba_stride = Hv,
+                       .c = m->cbuf,
+                       .beta = m->beta,
+                       .decay = m->decay,
+                       .z = m->z,
+                       .o = m->o,
+                       .snapshots = m->keep_mode == Q35_KEEP_SNAPSHOT};
     q35_gdn_run(pool, &job, n, NULL);
     weft_matmul(pool, ly->w_out, m->o, n, m->xo, m->H);
 }
@@ -116,8 +132,9 @@ static void attn_layer(q35 *m, weft_pool *pool, const q35_layer *ly, int n) {
         m->krow[r] = K;
         m->vrow[r] = V;
     }
-    weft_attn_args aa = {n, (int)m->Hq, (int)m->Hkv, (int)d, 1.0f / sqrtf((float)d), m->q, qd, m->att, qd,
-                         m->krow, m->vrow, kvd, m->pos};
+    weft_attn_args aa = {n,       (int)m->Hq, (int)m->Hkv, (int)d, 1.0f / sqrtf((float)d),
+                         m->q,    qd,         m->att,      qd,     m->krow,
+                         m->vrow, kvd,        m->pos};
     weft_attention(pool, &aa);
     if (m->out_gate)
         for (int r = 0; r < n; r++)
@@ -130,8 +147,8 @@ static void attn_layer(q35 *m, weft_pool *pool, const q35_layer *ly, int n) {
 }
 
 /* SwiGLU: y = (silu(x·Wgᵀ) ⊙ x·Wuᵀ)·Wdᵀ over n rows of x (stride H) into y (stride H). */
-static void swiglu(q35 *m, weft_pool *pool, const weft_tensor *wg, const weft_tensor *wu, const weft_tensor *wd,
-                   const float *x, int n, float *y) {
+static void swiglu(q35 *m, weft_pool *pool, const weft_tensor *wg, const weft_tensor *wu,
+                   const weft_tensor *wd, const float *x, int n, float *y) {
     int64_t I = weft_tensor_rows(wg);
     weft_matmul(pool, wg, x, n, m->g, I);
     weft_matmul(pool, wu, x, n, m->u, I);
@@ -208,9 +225,9 @@ static void moe_layer(q35 *m, weft_pool *pool, const q35_layer *ly, int n) {
 weft_status q35_forward(void *fam, weft_pool *pool, void *const *states, const weft_row *rows, int n,
                         const int *out_rows, int n_out, float *logits, weft_err *err) {
     q35 *m = fam;
-    if (n < 0 || n > m->max_rows || n_out < 0 || n_out > n)
-        return weft_err_set(err, WEFT_EINVAL, "forward: %d rows (%d drawn) exceed the row budget %d", n, n_out,
-                            m->max_rows);
+    if (n < 0 || n > m->max_rows || n_out < 0 || n_out > m->max_rows)
+        return weft_err_set(err, WEFT_EINVAL, "forward: %d rows (%d drawn) exceed the row budget %d", n,
+                            n_out, m->max_rows);
     for (int o = 0; o < n_out; o++)
         if (out_rows[o] < 0 || out_rows[o] >= n)
             return weft_err_set(err, WEFT_EINVAL, "forward: out row %d outside the %d rows", out_rows[o], n);
@@ -226,12 +243,16 @@ weft_status q35_forward(void *fam, weft_pool *pool, void *const *states, const w
     for (int64_t l = 0; l < m->L; l++) {
         const q35_layer *ly = &m->layers[l];
         for (int r = 0; r < n; r++) weft_rmsnorm(m->xb + r * H, m->x + r * H, ly->in_norm, H, m->eps);
-        if (ly->linear) gdn_layer(m, pool, ly, n, G);
-        else attn_layer(m, pool, ly, n);
+        if (ly->linear)
+            gdn_layer(m, pool, ly, n, G);
+        else
+            attn_layer(m, pool, ly, n);
         for (int64_t i = 0; i < (int64_t)n * H; i++) m->x[i] += m->xo[i];
         for (int r = 0; r < n; r++) weft_rmsnorm(m->xb + r * H, m->x + r * H, ly->post_norm, H, m->eps);
-        if (m->moe) moe_layer(m, pool, ly, n);
-        else swiglu(m, pool, ly->wg, ly->wu, ly->wd, m->xb, n, m->xo);
+        if (m->moe)
+            moe_layer(m, pool, ly, n);
+        else
+            swiglu(m, pool, ly->wg, ly->wu, ly->wd, m->xb, n, m->xo);
         for (int64_t i = 0; i < (int64_t)n * H; i++) m->x[i] += m->xo[i];
     }
     for (int o = 0; o < n_out; o++)

@@ -9,17 +9,21 @@
 
 #include <string.h>
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float sigmoidf(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
 
 /* torch.nn.functional.softplus (beta 1, threshold 20). */
-static inline float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static inline float softplusf(float x) {
+    return x > 20.0f ? x : log1pf(expf(x));
+}
 
 /* Channels per conv task. */
 #define CONV_CHUNK 64
 
-/* Pass 1: c_t[ch] = silu(bias[ch] + Σ_{k<K} w[ch,k] · x_{t−K+1+k}[ch]) for the group's rows in position order,
- * where x before the group's first row comes from the stream's conv state (src) and the last K−1 inputs become
- * the new conv state (dst). One task = one group × one chunk of channels. */
+/* Pass 1: c_t[ch] = silu(bias[ch] + Σ_{k<K} w[ch,k] · x_{t−K+1+k}[ch]) for the group's rows in position
+ * order, where x before the group's first row comes from the stream's conv state (src) and the last K−1
+ * inputs become the new conv state (dst). One task = one group × one chunk of channels. */
 static void conv_task(void *ctx, int64_t task, float *scratch) {
     (void)scratch;
     const q35_gdn_job *j = ctx;
@@ -45,7 +49,8 @@ static void conv_task(void *ctx, int64_t task, float *scratch) {
                 float *snap = g->win + (size_t)t * m->block_floats + (size_t)gi * m->layer_floats;
                 for (int64_t i = 0; i < K - 1; i++) {
                     int64_t s = t - K + 2 + i;
-                    snap[i * C + ch] = s < 0 ? hist[(K - 1 + s) * C + ch] : j->mq[(g->r0 + s) * j->m_stride + ch];
+                    snap[i * C + ch] =
+                        s < 0 ? hist[(K - 1 + s) * C + ch] : j->mq[(g->r0 + s) * j->m_stride + ch];
                 }
             }
         }

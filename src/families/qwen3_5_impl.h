@@ -10,9 +10,9 @@
  *                 conv inputs, oldest first) then the recurrent state S [Hv][dk][dv] fp32. hdr.cur is the one
  *                 holding the state at hdr.len; hdr.start the one holding it at hdr.win_start.
  *   window        what rolls the last forward back (Q35_WINDOW rows): REPLAY mode: per recorded row and GDN
- *                 layer the raw inputs of the recurrence, m [C] | b [Hv] | α [Hv]; SNAPSHOT mode: per recorded
- *                 row a whole recurrent block (the state after that row).
- *   kv            per attention layer K [capacity][Hkv·d] then V [capacity][Hkv·d] fp32 (keys after norm+RoPE).
+ *                 layer the raw inputs of the recurrence, m [C] | b [Hv] | α [Hv]; SNAPSHOT mode: per
+ * recorded row a whole recurrent block (the state after that row). kv            per attention layer K
+ * [capacity][Hkv·d] then V [capacity][Hkv·d] fp32 (keys after norm+RoPE).
  *
  * Double buffering: a forward reads a stream's recurrent state from block[cur] and writes the new state into
  * block[1-cur] (its first row's step is computed out of place, the next ones in place), so the state at the
@@ -47,8 +47,8 @@ typedef struct q35_hdr {
 } q35_hdr;
 
 typedef struct q35_layer {
-    bool linear; /* Gated DeltaNet (else gated full attention) */
-    int idx;     /* index among the GDN layers, or among the attention layers */
+    bool linear;                /* Gated DeltaNet (else gated full attention) */
+    int idx;                    /* index among the GDN layers, or among the attention layers */
     float *in_norm, *post_norm; /* [H], zero-centred weights already as 1+w */
     /* Gated DeltaNet */
     const weft_tensor *w_qkv, *w_z, *w_b, *w_a, *w_out;
@@ -99,28 +99,28 @@ typedef struct q35 {
     size_t scratch_floats;
     size_t weights_bytes;
     /* activations, act_rows rows (internal row order) */
-    int *perm;          /* internal row -> caller row */
-    int *inv;           /* caller row -> internal row */
-    int *row_group;     /* caller row -> group */
-    q35_group *groups;  /* [act_rows] */
-    int *pos;           /* internal row -> position */
-    float *x, *xb, *xo; /* [R, H] */
-    float *mqkv;        /* [R, C] raw conv inputs (GDN) */
-    float *cbuf;        /* [R, C] conv outputs (GDN) */
-    float *z, *o;       /* [R, value_dim] */
-    float *bb, *aa;     /* [R, Hv] */
-    float *beta, *decay;/* [R, Hv] */
-    float *uq;          /* [R, qrows] q_proj output */
-    float *q, *att;     /* [R, Hq·d] */
-    float *k, *v;       /* [R, Hkv·d] */
-    float *g, *u;       /* [R, max(I, MI, SI)] */
-    float *ey;          /* [R·topk, H] routed expert outputs (MoE) */
-    float *ex_x, *ex_y; /* [R, H] rows gathered for one expert / its output */
-    float *rl;          /* [R, E] router logits */
-    float *sg;          /* [R] shared-expert gate logits */
-    int *sel;           /* [R·topk] selected experts */
-    float *sw;          /* [R·topk] their weights */
-    int *ex_rows;       /* [R·topk] (row·topk + slot) entries routed to the current expert */
+    int *perm;           /* internal row -> caller row */
+    int *inv;            /* caller row -> internal row */
+    int *row_group;      /* caller row -> group */
+    q35_group *groups;   /* [act_rows] */
+    int *pos;            /* internal row -> position */
+    float *x, *xb, *xo;  /* [R, H] */
+    float *mqkv;         /* [R, C] raw conv inputs (GDN) */
+    float *cbuf;         /* [R, C] conv outputs (GDN) */
+    float *z, *o;        /* [R, value_dim] */
+    float *bb, *aa;      /* [R, Hv] */
+    float *beta, *decay; /* [R, Hv] */
+    float *uq;           /* [R, qrows] q_proj output */
+    float *q, *att;      /* [R, Hq·d] */
+    float *k, *v;        /* [R, Hkv·d] */
+    float *g, *u;        /* [R, max(I, MI, SI)] */
+    float *ey;           /* [R·topk, H] routed expert outputs (MoE) */
+    float *ex_x, *ex_y;  /* [R, H] rows gathered for one expert / its output */
+    float *rl;           /* [R, E] router logits */
+    float *sg;           /* [R] shared-expert gate logits */
+    int *sel;            /* [R·topk] selected experts */
+    float *sw;           /* [R·topk] their weights */
+    int *ex_rows;        /* [R·topk] (row·topk + slot) entries routed to the current expert */
     const float **krow, **vrow;
     float *kscratch; /* scratch_floats: keep() runs the recurrence on the calling thread */
 } q35;
@@ -131,7 +131,7 @@ void q35_state_init(const void *fam, void *state, int capacity);
 float *q35_block(const q35 *m, q35_hdr *h, int which);
 float *q35_window(const q35 *m, q35_hdr *h);
 float *q35_kv(const q35 *m, q35_hdr *h, int attn_idx, int which);
-weft_status q35_keep(void *fam, void *state, int cache_len, weft_err *err);
+weft_status q35_keep(void *fam, weft_pool *pool, void *state, int cache_len, weft_err *err);
 size_t q35_snapshot_bytes(const void *fam, int pos);
 weft_status q35_snapshot_save(const void *fam, const void *state, int pos, void *dst, weft_err *err);
 weft_status q35_snapshot_restore(const void *fam, void *state, int pos, const void *src, weft_err *err);
@@ -147,12 +147,12 @@ typedef struct q35_gdn_job {
     int n_groups;
     const float *mq, *bq, *aq;
     int64_t m_stride, ba_stride;
-    float *c;             /* [rows, C] conv outputs; q and k normalised in place by the prep pass */
-    float *beta, *decay;  /* [rows, Hv] */
-    const float *z;       /* [rows, value_dim] gate of the gated norm, or NULL (replay: output unused) */
-    float *o;             /* [rows, value_dim] recurrence output (gated-normed when z) */
-    int64_t conv_chunks;  /* channel chunks per group */
-    bool snapshots;       /* SNAPSHOT keep mode: copy the state after each recorded row into the window */
+    float *c;            /* [rows, C] conv outputs; q and k normalised in place by the prep pass */
+    float *beta, *decay; /* [rows, Hv] */
+    const float *z;      /* [rows, value_dim] gate of the gated norm, or NULL (replay: output unused) */
+    float *o;            /* [rows, value_dim] recurrence output (gated-normed when z) */
+    int64_t conv_chunks; /* channel chunks per group */
+    bool snapshots;      /* SNAPSHOT keep mode: copy the state after each recorded row into the window */
 } q35_gdn_job;
 
 /* Runs the three passes (conv, prep, recurrence) of a job: over the pool when pool is non-NULL, else on the

@@ -47,10 +47,13 @@ static void describe_quant(weft_model *m) {
         kinds++;
         if (best < 0 || counts[d] > counts[best]) best = d;
     }
-    if (best < 0) snprintf(m->quant, sizeof m->quant, "none");
+    if (best < 0)
+        snprintf(m->quant, sizeof m->quant, "none");
     else if (best == WEFT_DT_MLX_AFFINE)
         snprintf(m->quant, sizeof m->quant, "mlx affine %d-bit g%d%s", bits, gs, kinds > 1 ? " (mixed)" : "");
-    else snprintf(m->quant, sizeof m->quant, "%s%s", weft_dtype_get((weft_dtype)best)->name, kinds > 1 ? " (mixed)" : "");
+    else
+        snprintf(m->quant, sizeof m->quant, "%s%s", weft_dtype_get((weft_dtype)best)->name,
+                 kinds > 1 ? " (mixed)" : "");
 }
 
 static weft_status load_gguf(weft_model *m, weft_gguf *g, weft_err *err) {
@@ -107,8 +110,10 @@ weft_status weft_model_load(const char *path, weft_model **out, weft_err *err) {
     } else {
         weft_gguf *g = NULL;
         st = weft_gguf_open_file(path, &g, err);
-        if (!st) st = load_gguf(m, g, err);
-        else weft_gguf_close(g);
+        if (!st)
+            st = load_gguf(m, g, err);
+        else
+            weft_gguf_close(g);
     }
     if (!st) st = finish(m, err);
     if (st) {
@@ -128,8 +133,10 @@ weft_status weft_model_load_gguf_memory(const char *name, const void *data, size
     m->id = strdup(name);
     weft_gguf *g = NULL;
     weft_status st = weft_gguf_open_memory(data, len, &g, err);
-    if (!st) st = load_gguf(m, g, err);
-    else weft_gguf_close(g);
+    if (!st)
+        st = load_gguf(m, g, err);
+    else
+        weft_gguf_close(g);
     if (!st) st = finish(m, err);
     if (st) {
         weft_model_free(m);

@@ -57,7 +57,8 @@ weft_status weft_model_tokenizer_from_gguf(weft_model *m, weft_err *err) {
                      !weft_gguf_get_arr(g, "tokenizer.ggml.token_type", &types, NULL);
     bool has_merges = weft_gguf_find(g, "tokenizer.ggml.merges") >= 0 &&
                       !weft_gguf_get_arr(g, "tokenizer.ggml.merges", &merges, NULL);
-    if (weft_gguf_find(g, "tokenizer.ggml.pre") >= 0) weft_gguf_get_str(g, "tokenizer.ggml.pre", &d.pre, NULL, NULL);
+    if (weft_gguf_find(g, "tokenizer.ggml.pre") >= 0)
+        weft_gguf_get_str(g, "tokenizer.ggml.pre", &d.pre, NULL, NULL);
     int64_t n = (int64_t)toks.count, nm = has_merges ? (int64_t)merges.count : 0;
     const char **tv = malloc((size_t)(n ? n : 1) * sizeof *tv);
     size_t *tl = malloc((size_t)(n ? n : 1) * sizeof *tl);
@@ -70,8 +71,8 @@ weft_status weft_model_tokenizer_from_gguf(weft_model *m, weft_err *err) {
         goto out;
     }
     if ((has_scores && (int64_t)scores.count != n) || (has_types && (int64_t)types.count != n)) {
-        st = weft_err_set(err, WEFT_EFORMAT, "%s: tokenizer.ggml.scores/token_type length differs from tokens",
-                          m->path);
+        st = weft_err_set(err, WEFT_EFORMAT,
+                          "%s: tokenizer.ggml.scores/token_type length differs from tokens", m->path);
         goto out;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -79,7 +80,8 @@ weft_status weft_model_tokenizer_from_gguf(weft_model *m, weft_err *err) {
         tv[i] = weft_gguf_arr_str(&toks, (uint64_t)i, &len);
         tl[i] = (size_t)len;
         if (!tv[i]) {
-            st = weft_err_set(err, WEFT_EFORMAT, "%s: tokenizer.ggml.tokens is not an array of strings", m->path);
+            st = weft_err_set(err, WEFT_EFORMAT, "%s: tokenizer.ggml.tokens is not an array of strings",
+                              m->path);
             goto out;
         }
         if (sc) sc[i] = (float)weft_gguf_arr_float(&scores, (uint64_t)i);
@@ -90,7 +92,8 @@ weft_status weft_model_tokenizer_from_gguf(weft_model *m, weft_err *err) {
         mv[i] = weft_gguf_arr_str(&merges, (uint64_t)i, &len);
         ml[i] = (size_t)len;
         if (!mv[i]) {
-            st = weft_err_set(err, WEFT_EFORMAT, "%s: tokenizer.ggml.merges is not an array of strings", m->path);
+            st = weft_err_set(err, WEFT_EFORMAT, "%s: tokenizer.ggml.merges is not an array of strings",
+                              m->path);
             goto out;
         }
     }
@@ -160,7 +163,9 @@ weft_status weft_model_tokenizer_from_dir(weft_model *m, weft_err *err) {
     return WEFT_OK;
 }
 
-void weft_model_tokenizer_free(weft_model *m) { weft_tokenizer_free(m->tokenizer); }
+void weft_model_tokenizer_free(weft_model *m) {
+    weft_tokenizer_free(m->tokenizer);
+}
 
 weft_status weft_model_encode(const weft_model *m, const char *text, size_t len, bool add_special,
                               bool parse_special, int32_t **ids, int *n, weft_err *err) {
@@ -202,6 +207,10 @@ size_t weft_model_detok_feed(weft_model_detok *t, int32_t id, bool skip_special,
     return n;
 }
 
-size_t weft_model_detok_flush(weft_model_detok *t, char *out, size_t cap) { return weft_detok_flush(&t->d, out, cap); }
+size_t weft_model_detok_flush(weft_model_detok *t, char *out, size_t cap) {
+    return weft_detok_flush(&t->d, out, cap);
+}
 
-void weft_model_detok_free(weft_model_detok *t) { free(t); }
+void weft_model_detok_free(weft_model_detok *t) {
+    free(t);
+}

@@ -19,16 +19,26 @@ weft_status weft_err_set(weft_err *err, weft_status code, const char *fmt, ...) 
 
 const char *weft_status_name(weft_status s) {
     switch (s) {
-    case WEFT_OK: return "ok";
-    case WEFT_EINVAL: return "invalid";
-    case WEFT_EIO: return "io";
-    case WEFT_EFORMAT: return "format";
-    case WEFT_ENOTSUP: return "not supported";
-    case WEFT_ENOMEM: return "out of memory";
-    case WEFT_ERANGE: return "out of range";
-    case WEFT_ECANCELLED: return "cancelled";
-    case WEFT_EBUSY: return "busy";
-    case WEFT_EINTERNAL: return "internal";
+    case WEFT_OK:
+        return "ok";
+    case WEFT_EINVAL:
+        return "invalid";
+    case WEFT_EIO:
+        return "io";
+    case WEFT_EFORMAT:
+        return "format";
+    case WEFT_ENOTSUP:
+        return "not supported";
+    case WEFT_ENOMEM:
+        return "out of memory";
+    case WEFT_ERANGE:
+        return "out of range";
+    case WEFT_ECANCELLED:
+        return "cancelled";
+    case WEFT_EBUSY:
+        return "busy";
+    case WEFT_EINTERNAL:
+        return "internal";
     }
     return "unknown";
 }
@@ -76,7 +86,9 @@ uint16_t weft_f32_to_f16(float f) {
     return (uint16_t)(sign | r);
 }
 
-float weft_bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+float weft_bf16_to_f32(uint16_t b) {
+    return bits_f32((uint32_t)b << 16);
+}
 
 uint16_t weft_f32_to_bf16(float f) {
     uint32_t x = f32_bits(f);

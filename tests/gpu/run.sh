@@ -3,7 +3,8 @@
 #   tests/gpu/run.sh [BIN_DIR]      (BIN_DIR: where test_cuda_backend and bench_cuda_* are; default carry/)
 # Stages, each under its own time limit (the machine's calls are limited to 10 minutes): the fixtures and
 # exactness checks through the backend vtable, the kernel harnesses (correctness, row invariance, timing), and
-# the end-to-end model benchmark at the Llama-3.1-8B shape (Q4_0 by default; WEFT_GPU_BENCH="q4_0 mlx4" etc.).
+# the end-to-end model benchmark at the Llama-3.1-8B shape (WEFT_GPU_BENCH="q4_0 mlx4 f16" by default, plus
+# the 32B dense shape at Q4_0 and Q4_0 without CUDA graphs, unless WEFT_GPU_32B / WEFT_GPU_NOGRAPH are set empty).
 # Logs go to $OUT (when set) or /tmp/weft-gpu; a summary table is printed last. Exit status 1 on any failure.
 set -u
 BIN=${1:-carry}
@@ -29,13 +30,19 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,driver
     >"$LOG/gpu.txt" 2>&1
 cat "$LOG/gpu.txt"
 
-stage fixtures 240 "$BIN/test_cuda_backend"
-stage kernels_ops 120 "$BIN/bench_cuda_ops"
-stage kernels_attention 180 "$BIN/bench_cuda_attention"
-stage kernels_matmul 300 "$BIN/bench_cuda_matmul"
-for f in ${WEFT_GPU_BENCH:-q4_0}; do
-    stage "model_8b_$f" 300 "$BIN/bench_cuda_model" "$f" 8b 512 128
+stage fixtures 90 "$BIN/test_cuda_backend"
+stage kernels_ops 40 "$BIN/bench_cuda_ops"
+stage kernels_attention 60 "$BIN/bench_cuda_attention"
+stage kernels_matmul 180 "$BIN/bench_cuda_matmul"
+for f in ${WEFT_GPU_BENCH:-q4_0 mlx4 f16}; do
+    stage "model_8b_$f" 180 "$BIN/bench_cuda_model" "$f" 8b 512 128
 done
+if [ -n "${WEFT_GPU_32B-1}" ]; then
+    stage model_32b_q4_0 240 "$BIN/bench_cuda_model" q4_0 32b 256 64
+fi
+if [ -n "${WEFT_GPU_NOGRAPH-1}" ]; then
+    stage model_8b_q4_0_nograph 180 env WEFT_NO_GRAPHS=1 "$BIN/bench_cuda_model" q4_0 8b 512 128
+fi
 
 echo
 printf '%-24s %-10s %s\n' stage result seconds

@@ -191,7 +191,7 @@ static void test_fixture(const char *name) {
     const int64_t V = f.cfg.vocab_size;
     size_t free0 = 0, total = 0;
     cudaMemGetInfo(&free0, &total);
-    weft_cuda_backend_opts o = {0, NS + 2, 64, CAP, 0};
+    weft_cuda_backend_opts o = {0, NS + 2, 64, CAP, 0, false};
     weft_backend be;
     weft_err err = {0};
     if (weft_cuda_backend_new(&f.cfg, f.ts, &o, &be, &err) != WEFT_OK) {
@@ -219,6 +219,21 @@ static void test_fixture(const char *name) {
     int greedy_bad = 0;
     for (int i = 0; i < f.n_greedy; i++) greedy_bad += draws[f.n_prompt - 1 + i] != f.ids[f.n_prompt + i];
     CHECK_MSG(greedy_bad == 0, "%s: %d greedy draws differ from the golden ids", name, greedy_bad);
+
+    /* 1b. the same call launched kernel by kernel (no CUDA graph) gives the same bits */
+    bool graphs_eq = false;
+    {
+        weft_cuda_backend_opts o2 = o;
+        o2.no_graphs = true;
+        weft_backend be2;
+        if (weft_cuda_backend_new(&f.cfg, f.ts, &o2, &be2, &err) == WEFT_OK) {
+            open_slot(&be2, 0);
+            feed(&be2, 0, f.ids, 0, T, &greedy, draws, other);
+            graphs_eq = !memcmp(whole, other, (size_t)T * V * sizeof(float));
+            be2.ops->destroy(be2.self);
+        }
+        CHECK_MSG(graphs_eq, "%s: kernel-by-kernel launch differs from the graph", name);
+    }
 
     /* 2. one row per call (decode steps) in slot 1 */
     open_slot(&be, 1);
@@ -301,9 +316,10 @@ static void test_fixture(const char *name) {
     cudaMemGetInfo(&free1, &total);
     /* everything freed: free memory back to within 8 MiB of where it was (the runtime's own pools aside) */
     CHECK_MSG(free1 + ((size_t)8 << 20) >= free0, "%s: %zu bytes not returned after destroy", name, free0 - free1);
-    fprintf(stderr, "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s steps=%s chunks=%s caches=%s resumed=%s "
-                    "16conc=%s drafted=%s  %s\n",
-            name, (long long)V, T, worst, greedy_bad ? "BAD" : "ok", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE",
+    fprintf(stderr, "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s steps=%s chunks=%s caches=%s "
+                    "resumed=%s 16conc=%s drafted=%s  %s\n",
+            name, (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE", steps_eq ? "eq" : "NE",
+            chunks_eq ? "eq" : "NE",
             caches_eq ? "eq" : "NE", resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq", draft_bad ? "NE" : "eq",
             check_failures_ == fails0 ? "PASS" : "FAIL");
     free(whole);
@@ -318,7 +334,7 @@ static void test_refusal(void) {
         free_fixture(&f);
         return;
     }
-    weft_cuda_backend_opts o = {0, 1, 16, CAP, (size_t)1 << 50};
+    weft_cuda_backend_opts o = {0, 1, 16, CAP, (size_t)1 << 50, false};
     weft_backend be;
     weft_err err = {0};
     weft_status st = weft_cuda_backend_new(&f.cfg, f.ts, &o, &be, &err);

@@ -45,8 +45,10 @@ static inline const char *check_shared_dir(void) {
 }
 
 static inline int check_report(const char *name) {
-    if (check_failures_) fprintf(stderr, "%s: %d of %d checks FAILED\n", name, check_failures_, check_count_);
-    else fprintf(stderr, "%s: all %d checks passed\n", name, check_count_);
+    if (check_failures_)
+        fprintf(stderr, "%s: %d of %d checks FAILED\n", name, check_failures_, check_count_);
+    else
+        fprintf(stderr, "%s: all %d checks passed\n", name, check_count_);
     return check_failures_ ? 1 : 0;
 }
 

@@ -18,3 +18,8 @@ file(GLOB WEFT_SERVER_SERVICE_SRCS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/ser
 add_library(weft_server_service STATIC EXCLUDE_FROM_ALL ${WEFT_SERVER_SERVICE_SRCS})
 target_link_libraries(weft_server_service PUBLIC weft_server_core weft_lanes weft_tokenizer weft_template)
 weft_add_test(test_server_lanes SOURCES test_server_lanes.c test_server_client.c LIBS weft_server_service)
+
+# `weft serve` over the fake service, to run the pytest HTTP suite (tests/py) without a model. Not a test.
+add_executable(test_server_fakeserve EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/tests/unit/test_server_fakeserve.c
+               ${CMAKE_SOURCE_DIR}/tests/unit/test_server_fake.c)
+target_link_libraries(test_server_fakeserve PRIVATE weft_server_core)

@@ -1,6 +1,6 @@
 /* The llama/qwen3 forward against the fixtures' HF goldens (SPEC §5.5), and row / chunk / thread invariance
- * (SPEC §4.3.1–2): the same row gives the same bits alone, among other streams' rows, in any chunking and with
- * any thread count. */
+ * (SPEC §4.3.1–2): the same row gives the same bits alone, among other streams' rows, in any chunking and
+ * with any thread count. */
 #include "check.h"
 #include "weft/families.h"
 #include "weft/gguf.h"
@@ -35,7 +35,8 @@ static bool load_fixture(const char *dir, fixture *f) {
     } else {
         weft_checkpoint_info info;
         CHECK_MSG(weft_config_load_dir(dir, &f->cfg, &err) == WEFT_OK, "%s: %s", dir, err.msg);
-        CHECK_MSG(weft_safetensors_load_checkpoint(dir, f->ts, &info, &err) == WEFT_OK, "%s: %s", dir, err.msg);
+        CHECK_MSG(weft_safetensors_load_checkpoint(dir, f->ts, &info, &err) == WEFT_OK, "%s: %s", dir,
+                  err.msg);
         f->mlx = info.is_mlx;
     }
     snprintf(path, sizeof path, "%s/golden.json", dir);
@@ -70,8 +71,8 @@ static void free_fixture(fixture *f) {
 }
 
 /* Runs rows [a, b) of the sequence into slot state `st`, logits of every row into out[(r - a) * V]. */
-static void run_rows(weft_family_model *fm, weft_pool *pool, void **states, int slot, const int32_t *ids, int a,
-                     int b, float *out) {
+static void run_rows(weft_family_model *fm, weft_pool *pool, void **states, int slot, const int32_t *ids,
+                     int a, int b, float *out) {
     weft_row rows[64];
     int outr[64];
     for (int r = a; r < b; r++) {
@@ -129,7 +130,8 @@ static void test_fixture(const char *name) {
     }
     /* 2. one row per call (decode steps), 1 thread, in slot 1 */
     for (int r = 0; r < T; r++) run_rows(&fm, pool1, states, 1, f.ids, r, r + 1, other + (int64_t)r * V);
-    CHECK_MSG(!memcmp(whole, other, (size_t)T * V * sizeof(float)), "%s: 1-row steps differ from whole", name);
+    CHECK_MSG(!memcmp(whole, other, (size_t)T * V * sizeof(float)), "%s: 1-row steps differ from whole",
+              name);
     /* 3. chunks of 7 interleaved with another stream's rows in the same call (slot 2 gets a shifted copy) */
     fm.ops->state_init(fm.self, states[1], cap);
     for (int a = 0; a < T; a += 7) {
@@ -145,7 +147,8 @@ static void test_fixture(const char *name) {
         memcpy(other + (int64_t)a * V, buf + (int64_t)first * V, (size_t)(b - a) * V * sizeof(float));
         free(buf);
     }
-    CHECK_MSG(!memcmp(whole, other, (size_t)T * V * sizeof(float)), "%s: batched chunks differ from whole", name);
+    CHECK_MSG(!memcmp(whole, other, (size_t)T * V * sizeof(float)), "%s: batched chunks differ from whole",
+              name);
     /* 4. the caches are equal too */
     CHECK_MSG(!memcmp(states[0], states[1], sb), "%s: caches differ between whole and chunked", name);
 
@@ -159,8 +162,8 @@ static void test_fixture(const char *name) {
 }
 
 int main(void) {
-    const char *names[] = {"llama", "llama-mlx-q4g64", "qwen3", "qwen3-mlx-q4g64", "llama-gguf-f16",
-                           "llama-gguf-q8_0", "llama-gguf-q4_0"};
+    const char *names[] = {"llama",          "llama-mlx-q4g64", "qwen3",          "qwen3-mlx-q4g64",
+                           "llama-gguf-f16", "llama-gguf-q8_0", "llama-gguf-q4_0"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_fixture(names[i]);
     return check_report("test_forward");
 }

@@ -45,7 +45,8 @@ void lt_collect_more(weft_request_handle *h, lt_result *out, int until_tokens) {
             if (out->prefilled || out->n > 0)
                 snprintf(out->protocol_error, sizeof out->protocol_error, "PREFILLED twice or after TOKENS");
             out->prefilled = true;
-            if (ev.prompt_tokens < 1 || ev.cached_tokens != 0)
+            out->cached = ev.cached_tokens;
+            if (ev.prompt_tokens < 1 || ev.cached_tokens < 0 || ev.cached_tokens >= ev.prompt_tokens)
                 snprintf(out->protocol_error, sizeof out->protocol_error, "PREFILLED %d/%d", ev.prompt_tokens,
                          ev.cached_tokens);
             break;
@@ -73,6 +74,9 @@ void lt_collect_more(weft_request_handle *h, lt_result *out, int until_tokens) {
             if (ev.stats.completion_tokens != out->n)
                 snprintf(out->protocol_error, sizeof out->protocol_error, "completion_tokens %d but %d seen",
                          ev.stats.completion_tokens, out->n);
+            if (ev.stats.cached_tokens != out->cached)
+                snprintf(out->protocol_error, sizeof out->protocol_error,
+                         "stats cached_tokens %d, PREFILLED %d", ev.stats.cached_tokens, out->cached);
             break;
         default:
             snprintf(out->protocol_error, sizeof out->protocol_error, "event kind %d", (int)ev.kind);
@@ -120,6 +124,52 @@ int lt_run(const weft_engine_config *ec, const weft_fake_config *fc, const weft_
     be.ops->destroy(be.self);
     free(hs);
     return rc;
+}
+
+int lt_rig_new(lt_rig *g, const weft_engine_config *ec, const weft_fake_config *fc, char *why,
+               size_t why_len) {
+    weft_err err = {0};
+    memset(g, 0, sizeof *g);
+    g->fc = *fc;
+    if (weft_fake_backend_new(fc, &g->be, &err) != WEFT_OK) {
+        snprintf(why, why_len, "fake: %s", err.msg);
+        return -1;
+    }
+    if (weft_engine_new(ec, &g->be, &g->e, &err) != WEFT_OK || weft_engine_start(g->e, &err) != WEFT_OK) {
+        snprintf(why, why_len, "engine: %s", err.msg);
+        weft_engine_free(g->e);
+        g->e = NULL;
+        g->be.ops->destroy(g->be.self);
+        g->be.ops = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int lt_rig_run(lt_rig *g, const weft_request *reqs, int n, lt_result *res, char *why, size_t why_len) {
+    weft_request_handle **hs = calloc((size_t)n, sizeof *hs);
+    weft_err err = {0};
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (weft_engine_submit(g->e, &reqs[i], &hs[i], &err) != WEFT_OK) {
+            snprintf(why, why_len, "submit %d: %s", i, err.msg);
+            rc = -1;
+        }
+    for (int i = 0; i < n; i++) {
+        if (hs[i] && rc == 0) lt_collect(hs[i], &res[i]);
+        weft_request_release(hs[i]);
+    }
+    free(hs);
+    return rc;
+}
+
+void lt_rig_free(lt_rig *g, weft_fake_stats *fs) {
+    weft_engine_free(g->e);
+    g->e = NULL;
+    if (!g->be.ops) return;
+    if (fs) weft_fake_get_stats(&g->be, fs);
+    g->be.ops->destroy(g->be.self);
+    g->be.ops = NULL;
 }
 
 int lt_check_oracle(const weft_fake_config *fc, const weft_request *req, const lt_result *res,

@@ -19,6 +19,7 @@ typedef struct lt_result {
     weft_status status;
     char message[256];
     weft_request_stats stats;
+    int cached;               /* PREFILLED's cached_tokens */
     char protocol_error[160]; /* "" when the events came in a valid order */
 } lt_result;
 
@@ -42,6 +43,21 @@ int lt_run(const weft_engine_config *ec, const weft_fake_config *fc, const weft_
  * unless allow_early (cancelled/stop hook). Returns 0, or -1 with why. */
 int lt_check_oracle(const weft_fake_config *fc, const weft_request *req, const lt_result *res,
                     const int32_t *eos, int n_eos, bool allow_early, char *why, size_t why_len);
+
+/* A fake backend and an engine that live across requests (prompt-cache tests). */
+typedef struct lt_rig {
+    weft_fake_config fc;
+    weft_backend be;
+    weft_engine *e;
+} lt_rig;
+
+/* Creates and starts them. Returns 0, or -1 with why. */
+int lt_rig_new(lt_rig *g, const weft_engine_config *ec, const weft_fake_config *fc, char *why,
+               size_t why_len);
+/* Submits reqs[0..n) together, then collects each into res[i]. Returns 0, or -1 with why (a refusal). */
+int lt_rig_run(lt_rig *g, const weft_request *reqs, int n, lt_result *res, char *why, size_t why_len);
+/* Stops and frees the engine, then the backend; fs (optional) gets the backend's final stats. */
+void lt_rig_free(lt_rig *g, weft_fake_stats *fs);
 
 /* Same tokens, reasons and logprobs (bitwise)? Returns 0, or -1 with why. */
 int lt_same(const lt_result *a, const lt_result *b, char *why, size_t why_len);

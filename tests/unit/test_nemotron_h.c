@@ -204,12 +204,12 @@ static void check_rollback(ctx *c, const fixture *f, const char *name, bool meas
     feed(c, c->pool2, D, f->ids, 0, P, 64, NULL);
     feed(c, c->pool2, R, f->ids, P, P + 5, 64, NULL);
     memcpy(copy, R, c->sb);
-    CHECK(c->fm.ops->keep(c->fm.self, R, P + 5, &err) == WEFT_OK); /* keep everything: no-op */
+    CHECK(c->fm.ops->keep(c->fm.self, c->pool2, R, P + 5, &err) == WEFT_OK); /* keep everything: no-op */
     CHECK_MSG(!memcmp(copy, R, c->sb), "%s: keep(len) changed the state", name);
-    CHECK(c->fm.ops->keep(c->fm.self, R, P + 6, &err) == WEFT_ERANGE);
-    CHECK(c->fm.ops->keep(c->fm.self, R, P - 1, &err) == WEFT_ERANGE); /* before the window */
+    CHECK(c->fm.ops->keep(c->fm.self, c->pool2, R, P + 6, &err) == WEFT_ERANGE);
+    CHECK(c->fm.ops->keep(c->fm.self, c->pool2, R, P - 1, &err) == WEFT_ERANGE); /* before the window */
     CHECK_MSG(strstr(err.msg, "roll back") != NULL, "%s", err.msg);
-    CHECK(c->fm.ops->keep(c->fm.self, R, P + 2, &err) == WEFT_OK);
+    CHECK(c->fm.ops->keep(c->fm.self, c->pool2, R, P + 2, &err) == WEFT_OK);
     feed(c, c->pool2, D, f->ids, P, P + 2, 64, NULL);
     CHECK_MSG(!memcmp(R, D, c->sb), "%s: rolled-back state differs from the direct feed", name);
     /* the next row's logits (feed writes row r at out[r·V]) and the states after it agree */
@@ -227,9 +227,9 @@ static void check_rollback(ctx *c, const fixture *f, const char *name, bool meas
     const int ws = 30 - NH_KEEP_WINDOW, keeps[3] = {ws + 5, ws + 2, ws};
     void *L = new_state(c), *S = new_state(c);
     feed(c, c->pool2, L, f->ids, 0, 30, 64, NULL);
-    CHECK(c->fm.ops->keep(c->fm.self, L, ws - 1, &err) == WEFT_ERANGE);
+    CHECK(c->fm.ops->keep(c->fm.self, c->pool2, L, ws - 1, &err) == WEFT_ERANGE);
     for (int i = 0; i < 3; i++) {
-        CHECK(c->fm.ops->keep(c->fm.self, L, keeps[i], &err) == WEFT_OK);
+        CHECK(c->fm.ops->keep(c->fm.self, c->pool2, L, keeps[i], &err) == WEFT_OK);
         c->fm.ops->state_init(c->fm.self, S, CAP);
         feed(c, c->pool2, S, f->ids, 0, keeps[i], 64, NULL);
         CHECK_MSG(same_live(c, L, S), "%s: keep(%d) inside a long call's window differs from direct", name,
@@ -240,7 +240,7 @@ static void check_rollback(ctx *c, const fixture *f, const char *name, bool meas
     feed(c, c->pool2, W0, f->ids, 0, P, 64, NULL);
     feed(c, c->pool2, D0, f->ids, 0, P, 64, NULL);
     feed(c, c->pool2, W0, f->ids, P, P + 5, 64, NULL);
-    CHECK(c->fm.ops->keep(c->fm.self, W0, P, &err) == WEFT_OK);
+    CHECK(c->fm.ops->keep(c->fm.self, c->pool2, W0, P, &err) == WEFT_OK);
     CHECK_MSG(same_live(c, W0, D0), "%s: keep(window start) differs from the prefix alone", name);
     free(W0), free(D0);
     if (measure) {
@@ -253,7 +253,7 @@ static void check_rollback(ctx *c, const fixture *f, const char *name, bool meas
         double t0 = now_s();
         for (int i = 0; i < iters; i++) {
             memcpy(R, copy, c->sb);
-            c->fm.ops->keep(c->fm.self, R, P + 2, &err);
+            c->fm.ops->keep(c->fm.self, c->pool2, R, P + 2, &err);
         }
         double t1 = now_s();
         for (int i = 0; i < iters; i++) memcpy(R, copy, c->sb);
@@ -286,7 +286,7 @@ static void check_snapshot(ctx *c, const fixture *f, const char *name, const flo
     CHECK(c->fm.ops->snapshot_save(c->fm.self, A, P - 1, snap, &err) == WEFT_ERANGE);
     CHECK(c->fm.ops->snapshot_save(c->fm.self, A, P, snap, &err) == WEFT_OK);
     CHECK(c->fm.ops->snapshot_restore(c->fm.self, B, P, snap, &err) == WEFT_OK);
-    CHECK(c->fm.ops->keep(c->fm.self, B, P - 1, &err) == WEFT_ERANGE); /* nothing journaled yet */
+    CHECK(c->fm.ops->keep(c->fm.self, c->pool2, B, P - 1, &err) == WEFT_ERANGE); /* nothing journaled yet */
     float *out = malloc((size_t)T * (size_t)c->V * sizeof(float));
     feed(c, c->pool1, B, f->ids, P, T, 5, out);
     CHECK_MSG(!memcmp(out + (int64_t)P * c->V, whole + (int64_t)P * c->V,

@@ -1,6 +1,6 @@
 /* qwen3_5 / qwen3_5_moe forward against the fixtures' HF goldens (bf16 and MLX q4g64), and the exactness
- * invariants of SPEC §4.3.1–2: chunk-cut invariance of logits and of the whole live state (conv, recurrent and
- * KV), rows of two streams interleaved in one call == each alone, 1 thread == 2 threads. */
+ * invariants of SPEC §4.3.1–2: chunk-cut invariance of logits and of the whole live state (conv, recurrent
+ * and KV), rows of two streams interleaved in one call == each alone, 1 thread == 2 threads. */
 #include "check.h"
 #include "test_qwen3_5_util.h"
 
@@ -70,7 +70,8 @@ static void check_interleaved(env *e, const float *whole_a, const void *state_a)
     int32_t ids_b[64];
     for (int r = 0; r < T; r++) ids_b[r] = e->f.ids[(r + 5) % T];
     size_t n = (size_t)T * (size_t)e->V;
-    float *whole_b = malloc(n * sizeof(float)), *la = malloc(n * sizeof(float)), *lb = malloc(n * sizeof(float));
+    float *whole_b = malloc(n * sizeof(float)), *la = malloc(n * sizeof(float)),
+          *lb = malloc(n * sizeof(float));
     float *buf = malloc(14 * (size_t)e->V * sizeof(float));
     void *alone_b = feed_chunks(e, e->pool2, ids_b, T, T, whole_b);
     void *states[2] = {new_state(e), new_state(e)};
@@ -88,7 +89,8 @@ static void check_interleaved(env *e, const float *whole_a, const void *state_a)
         CHECK_MSG(st == WEFT_OK, "%s interleaved: %s", e->f.name, err.msg);
         for (int r = a; r < b; r++) {
             memcpy(la + (int64_t)r * e->V, buf + (int64_t)(2 * (r - a)) * e->V, (size_t)e->V * sizeof(float));
-            memcpy(lb + (int64_t)r * e->V, buf + (int64_t)(2 * (r - a) + 1) * e->V, (size_t)e->V * sizeof(float));
+            memcpy(lb + (int64_t)r * e->V, buf + (int64_t)(2 * (r - a) + 1) * e->V,
+                   (size_t)e->V * sizeof(float));
         }
     }
     CHECK_MSG(!memcmp(la, whole_a, n * sizeof(float)), "%s: interleaved stream A logits differ from alone",
@@ -138,8 +140,8 @@ static void test_fixture(const char *name) {
         for (int th = 1; th <= 2; th++) {
             memset(other, 0, n * sizeof(float));
             void *s = feed_chunks(&e, th == 1 ? e.pool1 : e.pool2, e.f.ids, T, chunks[c], other);
-            CHECK_MSG(!memcmp(whole, other, n * sizeof(float)), "%s: chunks of %d (%d threads): logits differ",
-                      name, chunks[c], th);
+            CHECK_MSG(!memcmp(whole, other, n * sizeof(float)),
+                      "%s: chunks of %d (%d threads): logits differ", name, chunks[c], th);
             CHECK_MSG(same_live(&e, s, s_whole, T), "%s: chunks of %d (%d threads): state differs", name,
                       chunks[c], th);
             if (chunks[c] == 64 || chunks[c] == T) /* same cut: the raw state memory is identical too */

@@ -64,7 +64,9 @@ static bool same_live(env *e, const void *a, const void *b, int len) {
     return same;
 }
 
-static int hdr_len(const void *state) { return ((const q35_hdr *)state)->len; }
+static int hdr_len(const void *state) {
+    return ((const q35_hdr *)state)->len;
+}
 
 /* Prefix P rows, a verify window of 5 rows, keep P+kept; compare with prefix + kept rows fed directly. */
 static void check_rollback(env *e, int P, int kept) {
@@ -75,13 +77,13 @@ static void check_rollback(env *e, int P, int kept) {
     run(e, rolled, ids, 0, P, buf);
     run(e, rolled, ids, P, P + 5, buf);
     weft_err err = {0};
-    weft_status st = e->fm.ops->keep(e->fm.self, rolled, P + kept, &err);
+    weft_status st = e->fm.ops->keep(e->fm.self, e->pool, rolled, P + kept, &err);
     CHECK_MSG(st == WEFT_OK, "%s: keep %d: %s", e->f->name, P + kept, err.msg);
     run(e, direct, ids, 0, P, buf);
     if (kept) run(e, direct, ids, P, P + kept, buf);
     CHECK_EQ_INT(hdr_len(rolled), P + kept);
-    CHECK_MSG(same_live(e, rolled, direct, P + kept), "%s: after keep(%d) the state differs from a direct feed",
-              e->f->name, P + kept);
+    CHECK_MSG(same_live(e, rolled, direct, P + kept),
+              "%s: after keep(%d) the state differs from a direct feed", e->f->name, P + kept);
     run(e, rolled, ids, P + kept, P + kept + 1, next_a);
     run(e, direct, ids, P + kept, P + kept + 1, next_b);
     CHECK_MSG(!memcmp(next_a, next_b, (size_t)e->V * sizeof(float)), "%s: logits after keep(%d) differ",
@@ -101,24 +103,24 @@ static void check_window_limits(env *e) {
     run(e, s, ids, 0, 10, buf);
     run(e, s, ids, 10, 15, buf);
     memcpy(copy, s, e->sb);
-    CHECK(e->fm.ops->keep(e->fm.self, s, 15, &err) == WEFT_OK); /* exactly the current length: no-op */
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 15, &err) == WEFT_OK); /* exactly the current length: no-op */
     CHECK_MSG(!memcmp(copy, s, e->sb), "%s: keep(len) changed the state", e->f->name);
-    CHECK(e->fm.ops->keep(e->fm.self, s, 16, &err) == WEFT_ERANGE); /* past the end */
-    CHECK(e->fm.ops->keep(e->fm.self, s, 9, &err) == WEFT_ERANGE);  /* before the window */
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 16, &err) == WEFT_ERANGE); /* past the end */
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 9, &err) == WEFT_ERANGE);  /* before the window */
     CHECK_MSG(strstr(err.msg, "window") != NULL, "%s", err.msg);
-    CHECK(e->fm.ops->keep(e->fm.self, s, 13, &err) == WEFT_OK);
-    CHECK(e->fm.ops->keep(e->fm.self, s, 14, &err) == WEFT_ERANGE); /* rolled back: 14 is gone */
-    CHECK(e->fm.ops->keep(e->fm.self, s, 11, &err) == WEFT_OK);     /* still inside the same window */
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 13, &err) == WEFT_OK);
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 14, &err) == WEFT_ERANGE); /* rolled back: 14 is gone */
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 11, &err) == WEFT_OK);     /* still inside the same window */
     run(e, direct, ids, 0, 11, buf);
     CHECK_MSG(same_live(e, s, direct, 11), "%s: two successive keeps differ from a direct feed", e->f->name);
     /* a forward of more rows than the window: its start and first Q35_WINDOW rows stay reachable */
     void *big = new_state(e), *d2 = new_state(e);
     run(e, big, ids, 0, Q35_WINDOW + 6, buf);
-    CHECK(e->fm.ops->keep(e->fm.self, big, Q35_WINDOW + 1, &err) == WEFT_ERANGE);
-    CHECK(e->fm.ops->keep(e->fm.self, big, Q35_WINDOW, &err) == WEFT_OK);
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, big, Q35_WINDOW + 1, &err) == WEFT_ERANGE);
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, big, Q35_WINDOW, &err) == WEFT_OK);
     run(e, d2, ids, 0, Q35_WINDOW, buf);
     CHECK_MSG(same_live(e, big, d2, Q35_WINDOW), "%s: keep inside a long forward differs", e->f->name);
-    CHECK(e->fm.ops->keep(e->fm.self, big, 0, &err) == WEFT_OK);
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, big, 0, &err) == WEFT_OK);
     void *fresh = new_state(e);
     CHECK_MSG(same_live(e, big, fresh, 0), "%s: keep(0) is not the initial state", e->f->name);
     free(fresh);
@@ -134,7 +136,8 @@ static void check_window_limits(env *e) {
 static void check_snapshot_resume(env *e) {
     const int32_t *ids = e->f->ids;
     const int T = e->f->T, P = e->f->n_prompt;
-    float *whole = malloc((size_t)T * (size_t)e->V * sizeof(float)), *rest = malloc((size_t)T * (size_t)e->V * 4);
+    float *whole = malloc((size_t)T * (size_t)e->V * sizeof(float)),
+          *rest = malloc((size_t)T * (size_t)e->V * 4);
     void *s = new_state(e);
     run(e, s, ids, 0, T, whole);
     void *p = new_state(e);
@@ -149,8 +152,9 @@ static void check_snapshot_resume(env *e) {
     e->fm.ops->state_init(e->fm.self, r, CAP - 8);
     CHECK(e->fm.ops->snapshot_restore(e->fm.self, r, P, snap, &err) == WEFT_OK);
     for (int t = P; t < T; t++) run(e, r, ids, t, t + 1, rest + (int64_t)t * e->V);
-    CHECK_MSG(!memcmp(whole + (int64_t)P * e->V, rest + (int64_t)P * e->V, (size_t)(T - P) * e->V * sizeof(float)),
-              "%s: resumed from a snapshot != fresh", e->f->name);
+    CHECK_MSG(
+        !memcmp(whole + (int64_t)P * e->V, rest + (int64_t)P * e->V, (size_t)(T - P) * e->V * sizeof(float)),
+        "%s: resumed from a snapshot != fresh", e->f->name);
     free(whole);
     free(rest);
     free(s);
@@ -173,9 +177,9 @@ static void time_keep(env *e, int iters, double *fwd_us, double *keep_us) {
         double t0 = weft_now();
         run(e, s, ids, 10, 15, buf);
         double t1 = weft_now();
-        CHECK(e->fm.ops->keep(e->fm.self, s, 12, &err) == WEFT_OK);
+        CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 12, &err) == WEFT_OK);
         double t2 = weft_now();
-        CHECK(e->fm.ops->keep(e->fm.self, s, 10, &err) == WEFT_OK);
+        CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 10, &err) == WEFT_OK);
         tf += t1 - t0;
         tk += t2 - t1;
     }
@@ -196,7 +200,7 @@ static void test_state(const q35_fixture *f) {
         check_rollback(&e, 0, 2);
         check_window_limits(&e);
         check_snapshot_resume(&e);
-        time_keep(&e, 200, &t[mode][0], &t[mode][1]);
+        time_keep(&e, 40, &t[mode][0], &t[mode][1]);
         fprintf(stderr, "  %-22s %-8s state %7zu B  5-row verify forward %8.1f us  keep(2 of 5) %6.2f us\n",
                 f->name, mode ? "snapshot" : "replay", e.sb, t[mode][0], t[mode][1]);
         env_free(&e);
@@ -211,13 +215,14 @@ static void test_fused_experts(const q35_fixture *f) {
     weft_err err = {0};
     for (size_t i = 0; i < weft_tensor_set_count(f->ts); i++) {
         const weft_tensor *t = weft_tensor_set_at(f->ts, i);
-        if (strncmp(t->name, "model.language_model.layers.", 28) == 0 && strstr(t->name, ".mlp.experts.")) continue;
+        if (strncmp(t->name, "model.language_model.layers.", 28) == 0 && strstr(t->name, ".mlp.experts."))
+            continue;
         CHECK(weft_tensor_set_add(ts, t, &err) == WEFT_OK);
     }
     char nm[160];
     for (int64_t l = 0; l < c->n_layers; l++) {
         size_t mat = (size_t)(MI * H) * 2;
-        uint8_t *gu = malloc((size_t)E * 2 * mat), *dn = malloc((size_t)E * mat);
+        uint8_t *gu = calloc((size_t)E * 2, mat), *dn = calloc((size_t)E, mat);
         for (int64_t e = 0; e < E; e++) {
             const char *parts[3] = {"gate_proj", "up_proj", "down_proj"};
             for (int p = 0; p < 3; p++) {
@@ -231,12 +236,16 @@ static void test_fused_experts(const q35_fixture *f) {
         }
         weft_tensor_set_own_memory(ts, gu);
         weft_tensor_set_own_memory(ts, dn);
-        weft_tensor g = {.dtype = WEFT_DT_BF16, .ndim = 3, .shape = {E, 2 * MI, H}, .data = gu,
+        weft_tensor g = {.dtype = WEFT_DT_BF16,
+                         .ndim = 3,
+                         .shape = {E, 2 * MI, H},
+                         .data = gu,
                          .nbytes = (size_t)E * 2 * mat};
         snprintf(nm, sizeof nm, "model.language_model.layers.%lld.mlp.experts.gate_up_proj", (long long)l);
         g.name = nm;
         CHECK(weft_tensor_set_add(ts, &g, &err) == WEFT_OK);
-        weft_tensor d = {.dtype = WEFT_DT_BF16, .ndim = 3, .shape = {E, H, MI}, .data = dn, .nbytes = (size_t)E * mat};
+        weft_tensor d = {
+            .dtype = WEFT_DT_BF16, .ndim = 3, .shape = {E, H, MI}, .data = dn, .nbytes = (size_t)E * mat};
         snprintf(nm, sizeof nm, "model.language_model.layers.%lld.mlp.experts.down_proj", (long long)l);
         d.name = nm;
         CHECK(weft_tensor_set_add(ts, &d, &err) == WEFT_OK);
@@ -248,7 +257,8 @@ static void test_fused_experts(const q35_fixture *f) {
         void *sa = new_state(&a), *sb = new_state(&b);
         run(&a, sa, f->ids, 0, f->T, la);
         run(&b, sb, f->ids, 0, f->T, lb);
-        CHECK_MSG(!memcmp(la, lb, n * sizeof(float)), "%s: fused experts differ from per-expert tensors", f->name);
+        CHECK_MSG(!memcmp(la, lb, n * sizeof(float)), "%s: fused experts differ from per-expert tensors",
+                  f->name);
         free(la);
         free(lb);
         free(sa);

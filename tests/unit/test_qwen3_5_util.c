@@ -16,7 +16,8 @@ bool q35f_load(const char *name, q35_fixture *f, char *msg, size_t cap) {
     weft_err err = {0};
     f->ts = weft_tensor_set_new();
     weft_checkpoint_info info;
-    if (weft_config_load_dir(dir, &f->cfg, &err) || weft_safetensors_load_checkpoint(dir, f->ts, &info, &err)) {
+    if (weft_config_load_dir(dir, &f->cfg, &err) ||
+        weft_safetensors_load_checkpoint(dir, f->ts, &info, &err)) {
         snprintf(msg, cap, "%s: %s", dir, err.msg);
         return false;
     }
@@ -66,8 +67,8 @@ void q35f_free(q35_fixture *f) {
     f->ref = NULL;
 }
 
-weft_status q35f_run(const weft_family_model *fm, weft_pool *pool, void **states, int slot, const int32_t *ids,
-                     int a, int b, float *out, weft_err *err) {
+weft_status q35f_run(const weft_family_model *fm, weft_pool *pool, void **states, int slot,
+                     const int32_t *ids, int a, int b, float *out, weft_err *err) {
     weft_row rows[64];
     int outr[64];
     if (b - a > 64) return weft_err_set(err, WEFT_EINVAL, "q35f_run: more than 64 rows");

@@ -13,7 +13,7 @@ typedef struct q35_fixture {
     bool mlx;
     int32_t ids[64]; /* prompt then greedy ids */
     int n_prompt, n_greedy, T;
-    float *ref;      /* [T, vocab] HF logits */
+    float *ref; /* [T, vocab] HF logits */
 } q35_fixture;
 
 /* Loads fixture `name`; false (with the reason in msg) when anything is missing or malformed. */
@@ -21,8 +21,8 @@ bool q35f_load(const char *name, q35_fixture *f, char *msg, size_t cap);
 void q35f_free(q35_fixture *f);
 
 /* Feeds ids[a, b) at positions [a, b) to `slot` in one call; logits of every row into out[(r - a)·V]. */
-weft_status q35f_run(const weft_family_model *fm, weft_pool *pool, void **states, int slot, const int32_t *ids,
-                     int a, int b, float *out, weft_err *err);
+weft_status q35f_run(const weft_family_model *fm, weft_pool *pool, void **states, int slot,
+                     const int32_t *ids, int a, int b, float *out, weft_err *err);
 
 /* The live state of a stream at its length len (snapshot_save): every byte a later forward can read.
  * malloc'd (caller frees); NULL on failure. */

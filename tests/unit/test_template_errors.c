@@ -34,7 +34,8 @@ static weft_status compile(const char *src, weft_template **t, weft_err *e) {
 }
 
 /* Renders src with ctx (JSON text); returns the status and fills e / *out. */
-static weft_status render(const char *src, const char *ctx, const weft_template_opts *o, char **out, weft_err *e) {
+static weft_status render(const char *src, const char *ctx, const weft_template_opts *o, char **out,
+                          weft_err *e) {
     weft_template *t = NULL;
     *out = NULL;
     weft_status st = compile(src, &t, e);
@@ -79,7 +80,8 @@ static void test_compile_errors(void) {
         CHECK_MSG(st == WEFT_EFORMAT && t == NULL, "%s: status %d", bad[i].src, st);
         CHECK_MSG(strstr(e.msg, bad[i].needle) != NULL, "%s: message \"%s\" lacks \"%s\"", bad[i].src, e.msg,
                   bad[i].needle);
-        CHECK_MSG(strncmp(e.msg, "chat template line ", 19) == 0, "%s: message \"%s\" has no line", bad[i].src, e.msg);
+        CHECK_MSG(strncmp(e.msg, "chat template line ", 19) == 0, "%s: message \"%s\" has no line",
+                  bad[i].src, e.msg);
     }
     /* invalid UTF-8, NULL arguments, a non-object context */
     weft_template *t = NULL;
@@ -126,8 +128,8 @@ static void test_render_errors(void) {
         {"{{ 2 ** 64 }}", "{}", "overflow"},
         {"{{ 'x' * 10**12 }}", "{}", "too large"},
         {"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "{}", "too deep"},
-        {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "{}",
-         "out of memory"},
+        {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+         "{}", "out of memory"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *out = NULL;
@@ -151,11 +153,11 @@ static void test_limits(void) {
               WEFT_EINVAL &&
           strstr(e.msg, "output exceeds"));
     weft_template_opts s = {.max_steps = 5000};
-    CHECK(render("{% for i in range(100) %}{% for j in range(100) %}{% endfor %}{% endfor %}", "{}", &s, &out, &e) ==
-              WEFT_EINVAL &&
+    CHECK(render("{% for i in range(100) %}{% for j in range(100) %}{% endfor %}{% endfor %}", "{}", &s, &out,
+                 &e) == WEFT_EINVAL &&
           strstr(e.msg, "too many loop iterations"));
-    CHECK(render("{% for i in range(50) %}{% for j in range(50) %}{% endfor %}{% endfor %}ok", "{}", &s, &out, &e) ==
-              WEFT_OK &&
+    CHECK(render("{% for i in range(50) %}{% for j in range(50) %}{% endfor %}{% endfor %}ok", "{}", &s, &out,
+                 &e) == WEFT_OK &&
           !strcmp(out, "ok"));
     free(out);
     /* nesting that would exhaust the C stack is refused at compile time */
@@ -193,16 +195,19 @@ static void test_not_poisoned(void) {
     weft_err e = {0};
     CHECK(weft_template_compile(src, n, &t, &e) == WEFT_OK);
     free(src);
-    json_t *bad = json_loads("[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"assistant\",\"content\":\"a\"},"
-                             "{\"role\":\"assistant\",\"content\":\"b\"}]",
-                             0, NULL);
+    json_t *bad =
+        json_loads("[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"assistant\",\"content\":\"a\"},"
+                   "{\"role\":\"assistant\",\"content\":\"b\"}]",
+                   0, NULL);
     json_t *good = json_loads("[{\"role\":\"user\",\"content\":\"hi\"}]", 0, NULL);
     char *out = NULL;
     weft_chat_params p = {.messages = bad, .bos_token = "<s>", .eos_token = "</s>"};
     CHECK(weft_template_render_chat(t, &p, NULL, &out, NULL, &e) == WEFT_EINVAL);
-    CHECK_MSG(strstr(e.msg, "conversation roles must alternate user/assistant/user/assistant/...") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "conversation roles must alternate user/assistant/user/assistant/...") != NULL,
+              "%s", e.msg);
     p.messages = good;
-    CHECK(weft_template_render_chat(t, &p, NULL, &out, NULL, &e) == WEFT_OK && !strcmp(out, "<s>[INST]hi[/INST]"));
+    CHECK(weft_template_render_chat(t, &p, NULL, &out, NULL, &e) == WEFT_OK &&
+          !strcmp(out, "<s>[INST]hi[/INST]"));
     free(out);
     json_decref(bad);
     json_decref(good);
@@ -211,15 +216,23 @@ static void test_not_poisoned(void) {
 
 /* Truncations and byte mutations of the real templates: any status is fine, crashing is not. */
 static void test_fuzz(void) {
-    static const char *files[] = {"llamacpp-Qwen-Qwen3-0.6B.jinja", "ollama-nemotron3nano_chat_template.jinja2",
+    static const char *files[] = {"llamacpp-Qwen-Qwen3-0.6B.jinja",
+                                  "ollama-nemotron3nano_chat_template.jinja2",
                                   "llamacpp-meta-llama-Llama-3.1-8B-Instruct.jinja",
-                                  "ollama-qwen38_chat_template.jinja", "llamacpp-NVIDIA-Nemotron-Nano-v2.jinja"};
-    json_t *ctx = json_loads("{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
-                             "\"u /think\"},{\"role\":\"assistant\",\"content\":\"<think>r</think>a\",\"tool_calls\":"
-                             "[{\"function\":{\"name\":\"f\",\"arguments\":{\"x\":1}}}]},{\"role\":\"tool\","
-                             "\"content\":\"t\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
-                             "\"add_generation_prompt\":true}",
-                             0, NULL);
+                                  "ollama-qwen38_chat_template.jinja",
+                                  "llamacpp-NVIDIA-Nemotron-Nano-v2.jinja",
+                                  "llamacpp-mistralai-Mistral-Nemo-Instruct-2407.jinja",
+                                  "qwen3.5-tokenizer-config.jinja",
+                                  "extra/openai-gpt-oss-120b.jinja",
+                                  "extra/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+                                  "extra/meetkai-functionary-medium-v3.2.jinja"};
+    json_t *ctx =
+        json_loads("{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":"
+                   "\"u /think\"},{\"role\":\"assistant\",\"content\":\"<think>r</think>a\",\"tool_calls\":"
+                   "[{\"function\":{\"name\":\"f\",\"arguments\":{\"x\":1}}}]},{\"role\":\"tool\","
+                   "\"content\":\"t\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                   "\"add_generation_prompt\":true}",
+                   0, NULL);
     CHECK(ctx != NULL);
     uint64_t seed = 0x9e3779b97f4a7c15u;
     int compiled = 0, rendered = 0, total = 0;
@@ -230,12 +243,18 @@ static void test_fuzz(void) {
         char *src = read_file(path, &n);
         if (!src) continue;
         char *buf = malloc(n + 1);
-        for (int iter = 0; iter < 400; iter++) {
+        for (int iter = 0; iter < 600; iter++) {
             size_t len = n;
             memcpy(buf, src, n);
             seed = seed * 6364136223846793005u + 1442695040888963407u;
-            if (iter % 2 == 0) len = (size_t)(seed >> 33) % (n + 1); /* truncate */
-            else
+            if (iter % 3 == 0)
+                len = (size_t)(seed >> 33) % (n + 1); /* truncate */
+            else if (iter % 3 == 1) {                 /* cut out a span */
+                size_t at = (size_t)(seed >> 33) % n, span = 1 + (size_t)(seed >> 13) % 24;
+                if (at + span > n) span = n - at;
+                memmove(buf + at, buf + at + span, n - at - span);
+                len = n - span;
+            } else
                 for (int k = 0; k < 3; k++) { /* mutate three bytes into template syntax characters */
                     seed = seed * 6364136223846793005u + 1442695040888963407u;
                     static const char sym[] = "{}%#-+()[]|.'\",=~ \nxi";
@@ -245,7 +264,8 @@ static void test_fuzz(void) {
             weft_err e = {0};
             weft_status st = weft_template_compile(buf, len, &t, &e);
             total++;
-            CHECK_MSG(st == WEFT_OK || (st == WEFT_EFORMAT && e.msg[0]), "%s iter %d: status %d", files[f], iter, st);
+            CHECK_MSG(st == WEFT_OK || (st == WEFT_EFORMAT && e.msg[0]), "%s iter %d: status %d", files[f],
+                      iter, st);
             if (st) continue;
             compiled++;
             char *out = NULL;
@@ -261,7 +281,7 @@ static void test_fuzz(void) {
         free(src);
     }
     fprintf(stderr, "  fuzz: %d variants, %d compiled, %d rendered\n", total, compiled, rendered);
-    CHECK(total == 2000 && compiled > 0 && rendered > 0);
+    CHECK(total == 6000 && compiled > 0 && rendered > 0);
     json_decref(ctx);
 }
 
@@ -289,8 +309,8 @@ static void test_threads(void) {
     CHECK(src && weft_template_compile(src, n, &t, NULL) == WEFT_OK);
     free(src);
     if (!t) return;
-    json_t *ctx = json_loads("{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"add_generation_prompt\":true}",
-                             0, NULL);
+    json_t *ctx = json_loads(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"add_generation_prompt\":true}", 0, NULL);
     job jobs[4] = {{t, ctx, NULL}, {t, ctx, NULL}, {t, ctx, NULL}, {t, ctx, NULL}};
     pthread_t th[4];
     for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, render_job, &jobs[i]);

@@ -103,6 +103,52 @@ static void test_gpt2(void) {
     weft_tokenizer_free(t);
 }
 
+/* The GPT-2 vocabulary under other pre-tokenizer names: every known name builds and encodes, and the
+ * llama3 / qwen35 regex sets equal HF's Split with the original tokenizer.json regexes. */
+static void test_pre_names(void) {
+    tu_gguf_vocab v;
+    if (!tu_gguf_vocab_load(TEST_DATA "tokenizer/llamacpp/ggml-vocab-gpt-2.gguf", &v)) {
+        CHECK(false);
+        return;
+    }
+    static const char *const NAMES[] = {
+        "default",   "gpt-2",   "phi-2",      "mpt",    "olmo",      "llama3", "llama-v3",
+        "llama-bpe", "falcon3", "falcon-h1",  "dbrx",   "smaug-bpe", "qwen2",  "deepseek-r1-qwen",
+        "stablelm2", "megrez",  "qwen35",     "smollm", "starcoder", "refact", "command-r",
+        "codeshell", "exaone",  "minerva-7b", NULL};
+    tu_cases c;
+    CHECK(tu_llamacpp_cases(TEST_DATA "tokenizer/llamacpp/ggml-vocab-gpt-2.gguf.inp",
+                            TEST_DATA "tokenizer/llamacpp/ggml-vocab-gpt-2.gguf.out", &c));
+    for (int i = 0; NAMES[i]; i++) {
+        v.d.pre = NAMES[i];
+        weft_tokenizer *t = NULL;
+        weft_err err = {0};
+        CHECK_MSG(weft_tokenizer_from_vocab(&v.d, &t, &err) == WEFT_OK, "pre %s: %s", NAMES[i], err.msg);
+        if (!t) continue;
+        for (size_t k = 0; k < c.n; k++) {
+            weft_tok_vec ids = {0};
+            CHECK_MSG(weft_tokenizer_encode(t, c.text[k], c.text_len[k], WEFT_TOK_ADD_SPECIAL, &ids, &err) ==
+                          WEFT_OK,
+                      "pre %s case %zu: %s", NAMES[i], k, err.msg);
+            char *dec = NULL;
+            size_t dl = 0;
+            CHECK(weft_tokenizer_decode(t, ids.ids, ids.n, 0, &dec, &dl, &err) == WEFT_OK);
+            CHECK_MSG(dec && dl == c.text_len[k] && !memcmp(dec, c.text[k], dl),
+                      "pre %s case %zu: round trip", NAMES[i], k);
+            free(dec);
+            weft_tok_vec_free(&ids);
+        }
+        CHECK_EQ_INT(weft_tokenizer_add_bos(t),
+                     !strncmp(NAMES[i], "llama", 5) || !strncmp(NAMES[i], "falcon", 6));
+        if (!strcmp(NAMES[i], "llama-bpe"))
+            check_expected(t, TEST_DATA "tokenizer/gpt2_llama3_expected.json");
+        if (!strcmp(NAMES[i], "qwen35")) check_expected(t, TEST_DATA "tokenizer/gpt2_qwen35_expected.json");
+        weft_tokenizer_free(t);
+    }
+    tu_cases_free(&c);
+    tu_gguf_vocab_free(&v);
+}
+
 static void test_starcoder(void) {
     weft_tokenizer *t = load_vocab(TEST_DATA "tokenizer/llamacpp/ggml-vocab-starcoder.gguf", NULL);
     CHECK(t != NULL);
@@ -140,6 +186,7 @@ static void test_smollm2(void) {
 
 int main(void) {
     test_gpt2();
+    test_pre_names();
     test_starcoder();
     test_smollm2();
     return check_report("test_tok_gpt2");

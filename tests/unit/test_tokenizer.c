@@ -268,8 +268,8 @@ static void test_vocab_desc(void) {
                          "</s>",
                          "",
                          "a",
-                         "\xE2\x96\x81"
-                         "a"};
+                         ("\xE2\x96\x81"
+                          "a")};
     int32_t spm_types[] = {2, 3, 3, 1, 1, 1};
     weft_vocab_desc_init(&d);
     d.model = "llama";

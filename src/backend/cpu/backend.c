@@ -26,8 +26,8 @@ static weft_status cpu_open(void *self, int slot, int capacity, weft_err *err) {
     size_t bytes = b->fam.ops->state_bytes(b->fam.self, capacity);
     void *st = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!st)
-        return weft_err_set(err, WEFT_ENOMEM, "cannot allocate %zu bytes of stream state (capacity %d)", bytes,
-                            capacity);
+        return weft_err_set(err, WEFT_ENOMEM, "cannot allocate %zu bytes of stream state (capacity %d)",
+                            bytes, capacity);
     b->fam.ops->state_init(b->fam.self, st, capacity);
     b->states[slot] = st;
     b->state_size[slot] = bytes;
@@ -61,8 +61,8 @@ static weft_status cpu_forward(void *self, weft_segment *segs, int n_segs, weft_
             n++;
         }
     }
-    weft_status st = b->fam.ops->forward(b->fam.self, b->pool, b->states, b->rows, n, b->out_rows, n_out,
-                                         b->logits, err);
+    weft_status st =
+        b->fam.ops->forward(b->fam.self, b->pool, b->states, b->rows, n, b->out_rows, n_out, b->logits, err);
     if (st) return st;
     int o = 0;
     for (int s = 0; s < n_segs; s++) {
@@ -82,7 +82,7 @@ static weft_status cpu_keep(void *self, int slot, int cache_len, weft_err *err) 
     cpu_backend *b = self;
     if (slot < 0 || slot >= b->max_slots || !b->states[slot])
         return weft_err_set(err, WEFT_EINVAL, "keep: slot %d is not open", slot);
-    return b->fam.ops->keep(b->fam.self, b->states[slot], cache_len, err);
+    return b->fam.ops->keep(b->fam.self, b->pool, b->states[slot], cache_len, err);
 }
 
 static size_t cpu_snapshot_bytes(void *self, int pos) {
@@ -92,7 +92,8 @@ static size_t cpu_snapshot_bytes(void *self, int pos) {
 
 static weft_status cpu_save(void *self, int slot, int pos, void *dst, size_t bytes, weft_err *err) {
     cpu_backend *b = self;
-    if (!b->fam.ops->snapshot_save) return weft_err_set(err, WEFT_ENOTSUP, "%s: no snapshots", b->fam.ops->name);
+    if (!b->fam.ops->snapshot_save)
+        return weft_err_set(err, WEFT_ENOTSUP, "%s: no snapshots", b->fam.ops->name);
     if (slot < 0 || slot >= b->max_slots || !b->states[slot])
         return weft_err_set(err, WEFT_EINVAL, "save: slot %d is not open", slot);
     if (bytes != b->fam.ops->snapshot_bytes(b->fam.self, pos))
@@ -165,8 +166,9 @@ weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_o
     b->sampler = weft_sampler_new(fam.vocab_size);
     if (!b->pool || !b->states || !b->state_size || !b->rows || !b->out_rows || !b->logits || !b->sampler) {
         cpu_destroy(b);
-        return weft_err_set(err, WEFT_ENOMEM, "cannot allocate the CPU backend (%zu bytes of logits for %d rows)",
-                            logit_bytes, fam.max_rows);
+        return weft_err_set(err, WEFT_ENOMEM,
+                            "cannot allocate the CPU backend (%zu bytes of logits for %d rows)", logit_bytes,
+                            fam.max_rows);
     }
     out->ops = &CPU_OPS;
     out->self = b;

@@ -59,8 +59,8 @@ void weft_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps
 
 float *weft_tensor_to_f32(const weft_tensor *t, int64_t n, weft_err *err) {
     if (weft_tensor_numel(t) != n) {
-        weft_err_set(err, WEFT_EFORMAT, "tensor %s: expected %lld elements, found %lld", t->name, (long long)n,
-                     (long long)weft_tensor_numel(t));
+        weft_err_set(err, WEFT_EFORMAT, "tensor %s: expected %lld elements, found %lld", t->name,
+                     (long long)n, (long long)weft_tensor_numel(t));
         return NULL;
     }
     float *out = malloc((size_t)n * sizeof(float));

@@ -1,6 +1,6 @@
-/* A fixed pthread pool. One job at a time: the caller publishes (fn, ctx, n_tasks), workers and the caller take
- * task indices from a shared counter until none are left. Which thread runs which task does not matter for the
- * results, because tasks write disjoint outputs and never split a reduction. */
+/* A fixed pthread pool. One job at a time: the caller publishes (fn, ctx, n_tasks), workers and the caller
+ * take task indices from a shared counter until none are left. Which thread runs which task does not matter
+ * for the results, because tasks write disjoint outputs and never split a reduction. */
 #include "weft/cpu.h"
 
 #include <pthread.h>
@@ -9,12 +9,12 @@
 
 struct weft_pool {
     int n_threads;
-    pthread_t *threads;       /* [n_threads - 1] workers */
-    float **scratch;          /* [n_threads] each scratch_floats */
+    pthread_t *threads; /* [n_threads - 1] workers */
+    float **scratch;    /* [n_threads] each scratch_floats */
     pthread_mutex_t mu;
     pthread_cond_t start_cv, done_cv;
-    uint64_t generation;      /* bumped per job */
-    int running;              /* workers still inside the current job */
+    uint64_t generation; /* bumped per job */
+    int running;         /* workers still inside the current job */
     int quit;
     weft_task_fn fn;
     void *ctx;
@@ -110,7 +110,9 @@ void weft_pool_free(weft_pool *p) {
     free(p);
 }
 
-int weft_pool_threads(const weft_pool *p) { return p->n_threads; }
+int weft_pool_threads(const weft_pool *p) {
+    return p->n_threads;
+}
 
 void weft_pool_run(weft_pool *p, int64_t n_tasks, weft_task_fn fn, void *ctx) {
     if (n_tasks <= 0) return;

@@ -26,8 +26,11 @@ weft_status weft_rope_init(weft_rope_table *t, const weft_rope *cfg, int64_t hea
         float f = (float)(1.0 / pow(theta, (double)(2 * i) / (double)t->rot));
         if (cfg->freq_divisors) f = f / cfg->freq_divisors[i];
         switch (cfg->type) {
-        case WEFT_ROPE_DEFAULT: break;
-        case WEFT_ROPE_LINEAR: f = (float)(f / factor); break;
+        case WEFT_ROPE_DEFAULT:
+            break;
+        case WEFT_ROPE_LINEAR:
+            f = (float)(f / factor);
+            break;
         case WEFT_ROPE_LLAMA3: {
             double n0 = (double)cfg->original_max_position_embeddings;
             double lo = cfg->low_freq_factor, hi = cfg->high_freq_factor;
@@ -35,17 +38,20 @@ weft_status weft_rope_init(weft_rope_table *t, const weft_rope *cfg, int64_t hea
             if (n0 <= 0 || hi <= lo) {
                 free(t->inv_freq);
                 t->inv_freq = NULL;
-                return weft_err_set(err, WEFT_EFORMAT, "rope llama3: needs original_max_position_embeddings and "
-                                                       "high_freq_factor > low_freq_factor");
+                return weft_err_set(err, WEFT_EFORMAT,
+                                    "rope llama3: needs original_max_position_embeddings and "
+                                    "high_freq_factor > low_freq_factor");
             }
-            if (lam > n0 / lo) f = (float)(f / factor);
+            if (lam > n0 / lo)
+                f = (float)(f / factor);
             else if (lam >= n0 / hi) {
                 double s = (n0 / lam - lo) / (hi - lo);
                 f = (float)((1.0 - s) * f / factor + s * f);
             }
             break;
         }
-        case WEFT_ROPE_YARN: break; /* below: needs every frequency */
+        case WEFT_ROPE_YARN:
+            break; /* below: needs every frequency */
         default:
             free(t->inv_freq);
             t->inv_freq = NULL;
@@ -56,9 +62,10 @@ weft_status weft_rope_init(weft_rope_table *t, const weft_rope *cfg, int64_t hea
     if (cfg->type == WEFT_ROPE_YARN) {
         double n0 = cfg->original_max_position_embeddings > 0 ? (double)cfg->original_max_position_embeddings
                                                               : 4096.0;
-        double bf = cfg->beta_fast > 0 ? cfg->beta_fast : 32.0, bs = cfg->beta_slow > 0 ? cfg->beta_slow : 1.0;
+        double bf = cfg->beta_fast > 0 ? cfg->beta_fast : 32.0,
+               bs = cfg->beta_slow > 0 ? cfg->beta_slow : 1.0;
         double r = t->rot;
-#define YARN_DIM(nrot) (r * log(n0 / ((nrot) * 2.0 * M_PI)) / (2.0 * log(theta)))
+#define YARN_DIM(nrot) (r * log(n0 / ((nrot)*2.0 * M_PI)) / (2.0 * log(theta)))
         double lo = floor(YARN_DIM(bf)), hi = ceil(YARN_DIM(bs));
 #undef YARN_DIM
         if (lo < 0) lo = 0;
@@ -72,8 +79,8 @@ weft_status weft_rope_init(weft_rope_table *t, const weft_rope *cfg, int64_t hea
              * extrapolation_factor = 1 − ramp */
             t->inv_freq[i] = (float)(inter * gamma + extra * (1.0 - gamma));
         }
-        t->attn_factor = cfg->attention_factor > 0 ? (float)cfg->attention_factor
-                                                   : (float)(0.1 * log(factor) + 1.0);
+        t->attn_factor =
+            cfg->attention_factor > 0 ? (float)cfg->attention_factor : (float)(0.1 * log(factor) + 1.0);
     }
     return WEFT_OK;
 }

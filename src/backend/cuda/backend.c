@@ -130,6 +130,7 @@ static void cu_destroy(void *self) {
     if (b->h_rows) cudaFreeHost(b->h_rows);
     if (b->h_outrows) cudaFreeHost(b->h_outrows);
     if (b->h_logits) cudaFreeHost(b->h_logits);
+    if (b->exec) cudaGraphExecDestroy(b->exec);
     if (b->stream) cudaStreamDestroy(b->stream);
     weft_sampler_free(b->sampler);
     free(b->layers);
@@ -241,7 +242,9 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     } acts[] = {{(void **)&b->x, R * H * f},   {(void **)&b->xb, R * H * f},  {(void **)&b->q, R * qd * f},
                 {(void **)&b->k, R * kvd * f}, {(void **)&b->v, R * kvd * f}, {(void **)&b->att, R * qd * f},
                 {(void **)&b->g, R * I * f},   {(void **)&b->u, R * I * f},   {(void **)&b->logits, R * V * f},
-                {(void **)&b->d_rows, R * sizeof(weft_cu_row)},             {(void **)&b->d_outrows, R * sizeof(int)}};
+                {(void **)&b->d_rows, R * sizeof(weft_cu_row)},             {(void **)&b->d_outrows, R * sizeof(int)},
+                {(void **)&b->attn_scratch,
+                 weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f}};
     weft_status st;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
@@ -255,7 +258,8 @@ static size_t activation_bytes(const cu_backend *b) {
     const size_t R = (size_t)b->max_rows;
     return R * sizeof(float) *
                (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
-           R * (sizeof(weft_cu_row) + sizeof(int));
+           R * (sizeof(weft_cu_row) + sizeof(int)) +
+           weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * sizeof(float);
 }
 
 static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts,
@@ -274,8 +278,11 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     if (b->H <= 0 || b->Hq <= 0 || b->Hkv <= 0 || b->d <= 0 || b->I <= 0 || b->V <= 0 || b->L <= 0 || b->Hq % b->Hkv)
         return weft_err_set(err, WEFT_EFORMAT, "config: invalid shape (hidden %lld, heads %lld/%lld, head_dim %lld)",
                             (long long)b->H, (long long)b->Hq, (long long)b->Hkv, (long long)b->d);
-    if (b->d > 256 || b->d % 2)
-        return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: head_dim %lld (even, at most 256)", (long long)b->d);
+    if (b->d > 256 || b->d % 4 || (b->Hq / b->Hkv) * b->d > 1024)
+        return weft_err_set(err, WEFT_ENOTSUP,
+                            "cuda backend: head_dim %lld with %lld query heads per kv head (head_dim a multiple of 4, "
+                            "at most 256; heads per kv head x head_dim at most 1024)",
+                            (long long)b->d, (long long)(b->Hq / b->Hkv));
     int ndev = weft_cuda_device_count();
     if (ndev <= 0) return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: no CUDA device is visible");
     if (opts->device < 0 || opts->device >= ndev)
@@ -347,6 +354,7 @@ weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set 
     b->max_slots = opts->max_slots > 0 ? opts->max_slots : 1;
     b->max_rows = opts->max_rows > 0 ? opts->max_rows : 256;
     b->max_context = opts->max_context > 0 ? opts->max_context : 4096;
+    b->graphs = !opts->no_graphs;
     weft_status st = create(b, cfg, ts, opts, err);
     if (st) {
         cu_destroy(b);

@@ -35,7 +35,7 @@ template <int SDT> __device__ __forceinline__ float ld_scale(const void *p, int6
     return SDT == WEFT_CU_S_F16 ? f16_bits(h) : bf16_bits(h);
 }
 
-struct DecF32 {
+struct F32Unit {
     static constexpr int U = 4;
     __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
         const float4 v = __ldg(reinterpret_cast<const float4 *>(w.q) + o * (w.cols / 4) + u);
@@ -46,7 +46,7 @@ struct DecF32 {
     }
 };
 
-struct DecF16 {
+struct F16Unit {
     static constexpr int U = 8;
     __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
         const uint4 v = ld16(reinterpret_cast<const uint4 *>(w.q) + o * (w.cols / 8) + u);
@@ -59,7 +59,7 @@ struct DecF16 {
     }
 };
 
-struct DecBF16 {
+struct BF16Unit {
     static constexpr int U = 8;
     __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
         const uint4 v = ld16(reinterpret_cast<const uint4 *>(w.q) + o * (w.cols / 8) + u);
@@ -72,44 +72,126 @@ struct DecBF16 {
     }
 };
 
+// Plain types: dot() adds the unit's products to the running sum one by one with fmaf, in element order.
+template <class Base> struct Plain : Base {
+    static constexpr int OR = 2;
+    static constexpr bool kSumX = false;
+    struct Raw {
+        float w[Base::U];
+    };
+    __device__ __forceinline__ static Raw load(const WDev &w, int64_t o, int64_t u) {
+        Raw r;
+        Base::unit(w, o, u, r.w);
+        return r;
+    }
+    __device__ __forceinline__ static float dot(const Raw &r, const float *x, float, float acc) {
+#pragma unroll
+        for (int j = 0; j < Base::U; j++) acc = fmaf(r.w[j], x[j], acc);
+        return acc;
+    }
+};
+using DecF32 = Plain<F32Unit>;
+using DecF16 = Plain<F16Unit>;
+using DecBF16 = Plain<BF16Unit>;
+
+// Magic-number conversion of a small unsigned integer q (< 2^23) held in the low mantissa bits: the float with
+// bits 0x4B000000 | q is exactly 2^23 + q, so subtracting 2^23 (+ an offset) gives q (− offset) exactly. One
+// byte-permute or logic op and one fp32 add per element instead of an int-to-float conversion (quarter rate).
+__device__ __forceinline__ float magic_byte(uint32_t word, int i) {
+    return __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7540u + (unsigned)i));
+}
+
 // 4-bit: 32 elements = 4 words; element e at bits 4(e%8) of word e/8. One group holds whole units (group >= 32).
+// unit(): decoded values (the embedding; exactly the CPU decoder's arithmetic).
+// dot(): the unit's contribution to a dot product, factored as the device defines it (fixed order):
+//   p = Σ q'·x over the unit's elements in the order (word 0: nibbles 0,2,4,6,1,3,5,7; word 1: ...), q' = q − 8
+//   (OFF8) or q (AFFINE), accumulated with fmaf from 0; contribution = s·p (OFF8), fmaf(s, p, b·Σx) (AFFINE),
+//   with Σx the unit's x summed in element order (computed once per X row by the caller).
 template <int MODE, int SDT> struct DecQ4 {
-    static constexpr int U = 32;
-    __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
-        const uint4 v = ld16(reinterpret_cast<const uint4 *>(w.q) + o * (w.cols / 32) + u);
+    static constexpr int U = 32, OR = 4;
+    static constexpr bool kSumX = MODE == WEFT_CU_AFFINE;
+    struct Raw {
+        uint4 v;
+        float s, b;
+    };
+    __device__ __forceinline__ static Raw load(const WDev &w, int64_t o, int64_t u) {
+        Raw r;
+        r.v = ld16(reinterpret_cast<const uint4 *>(w.q) + o * (w.cols / 32) + u);
         const int64_t ng = w.cols >> w.gshift, g = o * ng + ((u * 32) >> w.gshift);
-        const float s = ld_scale<SDT>(w.s, g);
-        const float b = MODE == WEFT_CU_AFFINE ? ld_scale<SDT>(w.b, g) : 0.0f;
-        const uint32_t x[4] = {v.x, v.y, v.z, v.w};
+        r.s = ld_scale<SDT>(w.s, g);
+        r.b = MODE == WEFT_CU_AFFINE ? ld_scale<SDT>(w.b, g) : 0.0f;
+        return r;
+    }
+    __device__ __forceinline__ static float dot(const Raw &r, const float *x, float sx, float acc) {
+        const uint32_t words[4] = {r.v.x, r.v.y, r.v.z, r.v.w};
+        const float off = MODE == WEFT_CU_AFFINE ? 8388608.0f : 8388616.0f;
+        float p = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t lo = words[j] & 0x0F0F0F0Fu, hi = (words[j] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int i = 0; i < 4; i++) p = fmaf(__fsub_rn(magic_byte(lo, i), off), x[8 * j + 2 * i], p);
+#pragma unroll
+            for (int i = 0; i < 4; i++) p = fmaf(__fsub_rn(magic_byte(hi, i), off), x[8 * j + 2 * i + 1], p);
+        }
+        const float c = MODE == WEFT_CU_AFFINE ? fmaf(r.s, p, __fmul_rn(r.b, sx)) : __fmul_rn(r.s, p);
+        return __fadd_rn(acc, c);
+    }
+    __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
+        const Raw r = load(w, o, u);
+        const uint32_t x[4] = {r.v.x, r.v.y, r.v.z, r.v.w};
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
             for (int n = 0; n < 8; n++) {
                 const int q = (int)((x[j] >> (4 * n)) & 15u);
-                out[8 * j + n] = MODE == WEFT_CU_AFFINE ? __fadd_rn(__fmul_rn(s, (float)q), b)
-                                                        : __fmul_rn((float)(q - 8), s);
+                out[8 * j + n] = MODE == WEFT_CU_AFFINE ? __fadd_rn(__fmul_rn(r.s, (float)q), r.b)
+                                                        : __fmul_rn((float)(q - 8), r.s);
             }
     }
 };
 
-// 8-bit: 16 bytes = 16 elements in order; int8 for SYM, uint8 for AFFINE. group >= 16.
+// 8-bit: 16 bytes = 16 elements in order; int8 for SYM, uint8 for AFFINE. group >= 16. dot() as DecQ4's, over
+// the elements in order, q' = q (int8 SYM: the byte xor 0x80 is q + 128, taken off with the magic offset).
 template <int MODE, int SDT> struct DecQ8 {
-    static constexpr int U = 16;
-    __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
-        const uint4 v = ld16(reinterpret_cast<const uint4 *>(w.q) + o * (w.cols / 16) + u);
+    static constexpr int U = 16, OR = 4;
+    static constexpr bool kSumX = MODE == WEFT_CU_AFFINE;
+    struct Raw {
+        uint4 v;
+        float s, b;
+    };
+    __device__ __forceinline__ static Raw load(const WDev &w, int64_t o, int64_t u) {
+        Raw r;
+        r.v = ld16(reinterpret_cast<const uint4 *>(w.q) + o * (w.cols / 16) + u);
         const int64_t ng = w.cols >> w.gshift, g = o * ng + ((u * 16) >> w.gshift);
-        const float s = ld_scale<SDT>(w.s, g);
-        const float b = MODE == WEFT_CU_AFFINE ? ld_scale<SDT>(w.b, g) : 0.0f;
-        const uint32_t x[4] = {v.x, v.y, v.z, v.w};
+        r.s = ld_scale<SDT>(w.s, g);
+        r.b = MODE == WEFT_CU_AFFINE ? ld_scale<SDT>(w.b, g) : 0.0f;
+        return r;
+    }
+    __device__ __forceinline__ static float dot(const Raw &r, const float *x, float sx, float acc) {
+        const uint32_t flip = MODE == WEFT_CU_AFFINE ? 0u : 0x80808080u;
+        const uint32_t words[4] = {r.v.x ^ flip, r.v.y ^ flip, r.v.z ^ flip, r.v.w ^ flip};
+        const float off = MODE == WEFT_CU_AFFINE ? 8388608.0f : 8388736.0f;
+        float p = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) p = fmaf(__fsub_rn(magic_byte(words[j], i), off), x[4 * j + i], p);
+        const float c = MODE == WEFT_CU_AFFINE ? fmaf(r.s, p, __fmul_rn(r.b, sx)) : __fmul_rn(r.s, p);
+        return __fadd_rn(acc, c);
+    }
+    __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
+        const Raw r = load(w, o, u);
+        const uint32_t x[4] = {r.v.x, r.v.y, r.v.z, r.v.w};
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
             for (int n = 0; n < 4; n++) {
                 const uint32_t byte = (x[j] >> (8 * n)) & 255u;
                 if (MODE == WEFT_CU_AFFINE)
-                    out[4 * j + n] = __fadd_rn(__fmul_rn(s, (float)byte), b);
+                    out[4 * j + n] = __fadd_rn(__fmul_rn(r.s, (float)byte), r.b);
                 else
-                    out[4 * j + n] = __fmul_rn((float)(int)(int8_t)byte, s);
+                    out[4 * j + n] = __fmul_rn((float)(int)(int8_t)byte, r.s);
             }
     }
 };

@@ -82,14 +82,18 @@ cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu
 
 /* Causal attention (GQA: query head h reads kv head h / (Hq/Hkv)): for each row r and head h,
  * out[r, h] = softmax(q[r,h]·K[0..pos]ᵀ · scale) · V[0..pos] over the row's own cache.
- * Keys are taken in blocks of WEFT_CU_ATTN_KB positions aligned to absolute position 0; each block's scores,
- * max, exp and sums are reduced in a fixed order; blocks fold into a span accumulator of WEFT_CU_ATTN_SPAN
- * blocks, spans fold into the total, both folds in ascending position (the online-softmax rescale). The
- * result depends only on the row's query, its cache and its position. head_dim <= 256. */
+ * Keys are taken in blocks of WEFT_CU_ATTN_KB positions aligned to absolute position 0 and in spans of
+ * WEFT_CU_ATTN_SPAN blocks; each block's scores, max, exp and sums are reduced in a fixed order, blocks fold into
+ * their span and spans into the total in ascending position (the online-softmax rescale). A row's result depends
+ * only on its query, its cache and its position. max_pos: the largest rows[r].pos of the call (< max_context);
+ * scratch: weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats (span partials of rows whose keys
+ * exceed one span). Needs d % 4 == 0, d <= 256, (Hq/Hkv)·d <= 1024. */
 #define WEFT_CU_ATTN_KB 32
-#define WEFT_CU_ATTN_SPAN 32
-cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int Hq, int Hkv, int d,
-                              int layer, float scale, cudaStream_t stream);
+#define WEFT_CU_ATTN_SPAN 8
+cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos, int Hq,
+                              int Hkv, int d, int layer, float scale, float *scratch, int max_context,
+                              cudaStream_t stream);
+size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, int max_context);
 
 /* g[i] = silu(g[i])·u[i] = g/(1 + exp(−g))·u for i < n. */
 cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream);

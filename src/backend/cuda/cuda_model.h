@@ -24,6 +24,8 @@ typedef struct cu_backend {
     int max_slots, max_rows, max_context;
     /* device activations for max_rows rows */
     float *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
+    float *attn_scratch;        /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
+    int max_pos;                /* largest position in the current forward */
     weft_cu_row *d_rows;
     int *d_outrows;
     /* pinned host mirrors */
@@ -36,6 +38,10 @@ typedef struct cu_backend {
     int *cap;
     size_t slots_bytes;
     weft_sampler *sampler;
+    /* CUDA graph of the last forward's kernels, replayed while (rows, drawn rows, spans) repeat */
+    bool graphs;
+    cudaGraphExec_t exec;
+    int exec_n, exec_out, exec_spans;
     cu_allocs allocs;           /* weights, norms, activations */
     size_t weights_bytes, act_bytes, reserve;
 } cu_backend;

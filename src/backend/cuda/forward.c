@@ -26,6 +26,7 @@ static weft_status check_launch(cudaError_t e, const char *what, weft_err *err) 
 static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_segs, int *n, int *n_out,
                                weft_err *err) {
     int rows = 0, outs = 0;
+    b->max_pos = 0;
     for (int s = 0; s < n_segs; s++) {
         const weft_segment *g = &segs[s];
         if (g->slot < 0 || g->slot >= b->max_slots || !b->kv[g->slot])
@@ -47,6 +48,7 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
                 return weft_err_set(err, WEFT_ERANGE, "token id %d outside the vocabulary (%lld)", tok,
                                     (long long)b->V);
             b->h_rows[rows] = (weft_cu_row){b->kv[g->slot], g->start + r, tok, b->cap[g->slot], 0};
+            if (g->start + r > b->max_pos) b->max_pos = g->start + r;
             if (r >= g->n_rows - g->n_draw) b->h_outrows[outs++] = rows;
             rows++;
         }
@@ -75,7 +77,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, (int)b->Hq, (int)b->Hkv, (int)d, (int)l, &b->rope,
                                   st),
                "rope");
-        LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, (int)b->Hq, (int)b->Hkv, (int)d, (int)l, scale, st),
+        LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv, (int)d, (int)l,
+                                 scale, b->attn_scratch, b->max_context, st),
                "attention");
         LAUNCH(weft_cu_matmul(&ly->wo, b->att, qd, n, b->x, H, NULL, 1, st), "o projection");
         LAUNCH(weft_cu_rmsnorm(b->xb, H, b->x, H, NULL, ly->ffn_norm, n, (int)H, b->eps, st), "ffn norm");
@@ -84,6 +87,49 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         LAUNCH(weft_cu_swiglu(b->g, b->u, (int64_t)n * I, st), "swiglu");
         LAUNCH(weft_cu_matmul(&ly->wd, b->g, I, n, b->x, H, NULL, 1, st), "down projection");
     }
+    return WEFT_OK;
+}
+
+static weft_status run_all(cu_backend *b, int n, int n_out, weft_err *err) {
+    weft_status st = run_layers(b, n, err);
+    if (st || n_out == 0) return st;
+    LAUNCH(weft_cu_rmsnorm(b->xb, b->H, b->x, b->H, b->d_outrows, b->final_norm, n_out, (int)b->H, b->eps, b->stream),
+           "final norm");
+    LAUNCH(weft_cu_matmul(&b->head, b->xb, b->H, n_out, b->logits, b->V, NULL, 0, b->stream), "lm head");
+    return WEFT_OK;
+}
+
+/* The kernels of a forward, launched directly or through the cached graph. Every kernel argument is fixed by
+ * (rows, drawn rows, attention spans) — buffers never move and the row table is read from device memory — so a
+ * graph captured for that shape replays any later forward of the same shape. */
+static weft_status launch_all(cu_backend *b, int n, int n_out, weft_err *err) {
+    if (!b->graphs) return run_all(b, n, n_out, err);
+    const int spans = b->max_pos / (WEFT_CU_ATTN_KB * WEFT_CU_ATTN_SPAN) + 1;
+    if (!b->exec || b->exec_n != n || b->exec_out != n_out || b->exec_spans != spans) {
+        if (b->exec) {
+            cudaGraphExecDestroy(b->exec);
+            b->exec = NULL;
+        }
+        cudaGraph_t graph = NULL;
+        CU_TRY(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal), "starting a graph capture");
+        weft_status st = run_all(b, n, n_out, err);
+        cudaError_t e = cudaStreamEndCapture(b->stream, &graph);
+        if (st) {
+            if (graph) cudaGraphDestroy(graph);
+            return st;
+        }
+        if (e != cudaSuccess) return cu_fail(err, e, "capturing the forward");
+        e = cudaGraphInstantiate(&b->exec, graph, 0);
+        cudaGraphDestroy(graph);
+        if (e != cudaSuccess) {
+            b->exec = NULL;
+            return cu_fail(err, e, "instantiating the forward graph");
+        }
+        b->exec_n = n;
+        b->exec_out = n_out;
+        b->exec_spans = spans;
+    }
+    CU_TRY(cudaGraphLaunch(b->exec, b->stream), "launching the forward graph");
     return WEFT_OK;
 }
 
@@ -100,12 +146,8 @@ weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err
         CU_TRY(cudaMemcpyAsync(b->d_outrows, b->h_outrows, (size_t)n_out * sizeof(int), cudaMemcpyHostToDevice,
                                b->stream),
                "copying the drawn rows");
-    if ((st = run_layers(b, n, err))) return st;
+    if ((st = launch_all(b, n, n_out, err))) return st;
     if (n_out > 0) {
-        LAUNCH(weft_cu_rmsnorm(b->xb, b->H, b->x, b->H, b->d_outrows, b->final_norm, n_out, (int)b->H, b->eps,
-                               b->stream),
-               "final norm");
-        LAUNCH(weft_cu_matmul(&b->head, b->xb, b->H, n_out, b->logits, b->V, NULL, 0, b->stream), "lm head");
         CU_TRY(cudaMemcpyAsync(b->h_logits, b->logits, (size_t)n_out * (size_t)b->V * sizeof(float),
                                cudaMemcpyDeviceToHost, b->stream),
                "copying logits back");

@@ -1,18 +1,21 @@
 // Row-invariant matmul over every device weight layout, and the embedding lookup that shares its decoders.
-// See cuda_kernels.h for the contract; decoders reproduce src/model/format's fp32 arithmetic exactly.
+// See cuda_kernels.h for the contract; the embedding reproduces src/model/format's fp32 decoding exactly, the
+// matmul's quantized dot products factor the scale out of each unit (cuda_decode.cuh says how).
 #include "cuda_kernels.h"
 #include "cuda_decode.cuh"
 
 namespace {
 
-constexpr int kWarps = 4; // warps per block; each warp owns OR consecutive output rows
+constexpr int kWarps = 4; // warps per block; each warp owns D::OR consecutive output rows
 
-// One warp computes OR outputs for R rows of X. Lane l walks units l, l+32, ... of the weight row; for each
-// unit it decodes the OR weight chunks once, then for each X row adds the U products in order with fmaf.
-template <class D, int R, int OR>
+// One warp computes D::OR outputs for R rows of X. Lane l walks units l, l+32, ... of the weight rows; for each
+// unit it loads the OR weight chunks once, then for each X row loads the unit's x (and its sum when the layout
+// needs it) and adds each output's unit contribution (D::dot, a fixed order) to that output's running sum.
+template <class D, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     mm_kernel(WDev w, int64_t N, const float *__restrict__ X, int64_t ldx, int M, float *Y, int64_t ldy,
               const float *__restrict__ bias, int accumulate) {
+    constexpr int OR = D::OR;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t o0 = ((int64_t)blockIdx.x * kWarps + warp) * OR;
     if (o0 >= N) return;
@@ -30,9 +33,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int oo = 0; oo < OR; oo++) orow[oo] = o0 + oo < N ? o0 + oo : N - 1;
     const int64_t nu = w.cols / D::U;
     for (int64_t u = lane; u < nu; u += 32) {
-        float wv[OR][D::U];
+        typename D::Raw raw[OR];
 #pragma unroll
-        for (int oo = 0; oo < OR; oo++) D::unit(w, orow[oo], u, wv[oo]);
+        for (int oo = 0; oo < OR; oo++) raw[oo] = D::load(w, orow[oo], u);
 #pragma unroll
         for (int r = 0; r < R; r++) {
             float xv[D::U];
@@ -45,10 +48,13 @@ __global__ void __launch_bounds__(kWarps * 32)
                 xv[4 * j + 2] = t.z;
                 xv[4 * j + 3] = t.w;
             }
+            float sx = 0.0f;
+            if (D::kSumX) {
 #pragma unroll
-            for (int oo = 0; oo < OR; oo++)
+                for (int j = 0; j < D::U; j++) sx = __fadd_rn(sx, xv[j]);
+            }
 #pragma unroll
-                for (int j = 0; j < D::U; j++) acc[r][oo] = fmaf(wv[oo][j], xv[j], acc[r][oo]);
+            for (int oo = 0; oo < OR; oo++) acc[r][oo] = D::dot(raw[oo], xv, sx, acc[r][oo]);
         }
     }
 #pragma unroll
@@ -92,9 +98,9 @@ __global__ void embed_kernel(WDev w, const weft_cu_row *__restrict__ rows, float
 template <class D, int R>
 cudaError_t launch_mm(const WDev &w, int64_t N, const float *X, int64_t ldx, int M, float *Y, int64_t ldy,
                       const float *bias, int accumulate, cudaStream_t st) {
-    constexpr int OR = 2;
+    constexpr int OR = D::OR;
     dim3 grid((unsigned)((N + kWarps * OR - 1) / (kWarps * OR)), (unsigned)((M + R - 1) / R));
-    mm_kernel<D, R, OR><<<grid, kWarps * 32, 0, st>>>(w, N, X, ldx, M, Y, ldy, bias, accumulate);
+    mm_kernel<D, R><<<grid, kWarps * 32, 0, st>>>(w, N, X, ldx, M, Y, ldy, bias, accumulate);
     return cudaGetLastError();
 }
 
@@ -103,8 +109,13 @@ template <class D> struct Launch {
                           const float *bias, int accumulate, cudaStream_t st) {
         // The tile only sets how many rows share one pass over the weights; every sum is the same (see header).
         if (M <= 2) return launch_mm<D, 1>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
-        if (M <= 16) return launch_mm<D, 4>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
-        return launch_mm<D, 8>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
+        // 4-bit units keep 32 x values and 4 outputs' weights in registers: 8 rows at once would spill.
+        if constexpr (D::U == 32) {
+            return launch_mm<D, 4>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
+        } else {
+            if (M <= 16) return launch_mm<D, 4>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
+            return launch_mm<D, 8>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
+        }
     }
     static cudaError_t embed(const WDev &w, const weft_cu_row *rows, int n, float *X, cudaStream_t st) {
         embed_kernel<D><<<n, 128, 0, st>>>(w, rows, X);

@@ -37,15 +37,19 @@ __global__ void rope_store_kernel(float *q, float *k, const float *v, const weft
     const weft_cu_row row = rows[r];
     const int qd = Hq * d, kvd = Hkv * d, half = rope.rot / 2;
     float *qr = q + (int64_t)r * qd, *kr = k + (int64_t)r * kvd;
-    for (int idx = t; idx < (Hq + Hkv) * half; idx += T) {
-        const int h = idx / half, i = idx % half;
-        float *x = h < Hq ? qr + (int64_t)h * d : kr + (int64_t)(h - Hq) * d;
+    // Thread (i, hs) computes pair i's angle once and rotates that pair in heads hs, hs + nsplit, ...
+    const int nsplit = half > 0 && half < T ? T / half : 1;
+    for (int idx = t; idx < half * nsplit; idx += T) {
+        const int i = idx % half, hs = idx / half;
         const float ang = (float)row.pos * rope.inv_freq[i];
         const float c = cosf(ang) * rope.attn_factor, s = sinf(ang) * rope.attn_factor;
         const int a = rope.adjacent ? 2 * i : i, b = rope.adjacent ? 2 * i + 1 : i + half;
-        const float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x1 * c + x0 * s;
+        for (int h = hs; h < Hq + Hkv; h += nsplit) {
+            float *x = h < Hq ? qr + (int64_t)h * d : kr + (int64_t)(h - Hq) * d;
+            const float x0 = x[a], x1 = x[b];
+            x[a] = x0 * c - x1 * s;
+            x[b] = x1 * c + x0 * s;
+        }
     }
     __syncthreads();
     float *K = row.kv + ((size_t)(2 * layer) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;

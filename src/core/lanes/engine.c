@@ -13,6 +13,7 @@
 static const char *const SHUTDOWN_MSG = "server shutting down";
 
 static void engine_free_buffers(weft_engine *e) {
+    lanes_cache_free(e);
     if (e->lanes) {
         for (int i = 0; i < e->parallel; i++) {
             free(e->lanes[i].draws);
@@ -61,6 +62,12 @@ weft_status weft_engine_new(const weft_engine_config *cfg, weft_backend *backend
     if (cfg->max_draft < 0 || cfg->max_draft + 1 > max_rows)
         return weft_err_set(err, WEFT_EINVAL, "engine: max_draft %d must be in 0..%d (max_rows - 1)",
                             cfg->max_draft, max_rows - 1);
+    if (cfg->prompt_cache_grid < 0)
+        return weft_err_set(err, WEFT_EINVAL, "engine: prompt_cache_grid %d must be >= 1 (0 = 512)",
+                            cfg->prompt_cache_grid);
+    if (!(cfg->draft_row_cost >= 0) || cfg->draft_row_cost > 1e6)
+        return weft_err_set(err, WEFT_EINVAL, "engine: draft_row_cost %g must be in 0..1e6 (0 = 0.1)",
+                            cfg->draft_row_cost);
 
     weft_engine *e = calloc(1, sizeof *e);
     if (!e) return weft_err_set(err, WEFT_ENOMEM, "engine: out of memory");
@@ -71,6 +78,7 @@ weft_status weft_engine_new(const weft_engine_config *cfg, weft_backend *backend
     e->prefill_chunk = chunk;
     e->capacity = cfg->capacity;
     e->max_draft = cfg->max_draft;
+    e->row_cost = cfg->draft_row_cost > 0 ? cfg->draft_row_cost : 0.1;
     e->n_eos = cfg->n_eos;
     if (cfg->drafter && cfg->drafter->propose) {
         e->drafter = *cfg->drafter;
@@ -102,6 +110,15 @@ weft_status weft_engine_new(const weft_engine_config *cfg, weft_backend *backend
         engine_free_buffers(e);
         free(e);
         return weft_err_set(err, WEFT_EINTERNAL, "engine: pthread_cond_init failed");
+    }
+    weft_status st = lanes_cache_new(e, cfg->prompt_cache_bytes,
+                                     cfg->prompt_cache_grid > 0 ? cfg->prompt_cache_grid : 512, err);
+    if (st != WEFT_OK) {
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
+        engine_free_buffers(e);
+        free(e);
+        return st;
     }
     *out = e;
     return WEFT_OK;

@@ -5,7 +5,8 @@
  * chunking or rollback bug therefore changes the tokens, while a correct host gets the same tokens however it
  * cuts and mixes rows (rows are independent by construction, as SPEC §4.3.1 asks of real backends). It keeps
  * its own copy of every token fed, so it can check that the host's seq agrees with it, and that each segment
- * starts exactly at the slot's cache_len. */
+ * starts exactly at the slot's cache_len. Its prompt-cache snapshot of a slot is that copy and the hashes; a
+ * restore checks that they agree, and is only allowed into a freshly opened slot. */
 #include "weft/lanes.h"
 
 #include <math.h>
@@ -36,6 +37,7 @@ typedef struct fake {
     void (*hook)(void *, const weft_segment *, int);
     void *hook_ctx;
     int fail_open_after, fail_forward_after;
+    int fail_save_after, fail_restore_after;
 } fake;
 
 static uint64_t mix64(uint64_t x) {
@@ -60,6 +62,18 @@ static void row_logits(uint64_t h, uint64_t salt, int vocab, float *z) {
         uint64_t x = mix64(h ^ salt ^ ((uint64_t)i + 1) * 0xD1B54A32D192ED03ULL);
         z[i] = (float)((double)(x >> 40) * (8.0 / 16777216.0) - 4.0);
     }
+}
+
+/* The "induction head" of a fake with copy_bias > 0: when the last two tokens of seq[0..p] occurred before,
+ * the token that followed their latest earlier occurrence gets copy_bias added, so the fake continues text it
+ * has seen (as real models do) and copy drafts get accepted. Still a function of seq[0..p] only. */
+static void copy_boost(const int32_t *seq, int p, double bias, float *z) {
+    if (bias <= 0 || p < 2) return;
+    for (int j = p - 1; j >= 1; j--)
+        if (seq[j] == seq[p] && seq[j - 1] == seq[p - 1]) {
+            z[seq[j + 1]] = (float)((double)z[seq[j + 1]] + bias);
+            return;
+        }
 }
 
 static weft_status violation(fake *f, weft_err *err, const char *fmt, ...)
@@ -190,6 +204,7 @@ static weft_status fake_forward(void *self, weft_segment *segs, int n_segs, weft
             int d = r - (g->n_rows - g->n_draw);
             if (d < 0) continue;
             row_logits(s->h[p + 1], f->cfg.salt, vocab, f->raw);
+            copy_boost(s->toks, p, f->cfg.copy_bias, f->raw);
             int32_t t = weft_sample(f->sampler, f->raw, g->sampling, g->seq, p + 1, g->n_prompt,
                                     g->logprobs ? &g->logprobs[d] : NULL);
             if (t < 0) {
@@ -239,6 +254,90 @@ static void fake_release(void *self, int slot) {
     pthread_mutex_unlock(&f->mu);
 }
 
+/* ---- snapshots: a header, the tokens fed [0, pos) and the history hashes h[0..pos] ---- */
+#define SNAP_MAGIC 0x50414E53454B4146ULL /* "FAKESNAP" */
+#define SNAP_HDR   24                    /* magic, pos, salt (u64 each) */
+
+static size_t fake_snapshot_bytes(void *self, int pos) {
+    (void)self;
+    if (pos < 0) return 0;
+    return SNAP_HDR + (size_t)pos * sizeof(int32_t) + ((size_t)pos + 1) * sizeof(uint64_t);
+}
+
+static weft_status fake_save(void *self, int slot, int pos, void *dst, size_t bytes, weft_err *err) {
+    fake *f = self;
+    pthread_mutex_lock(&f->mu);
+    weft_status st = WEFT_OK;
+    if (slot < 0 || slot >= f->cfg.max_slots || !f->slots[slot].open)
+        st = violation(f, err, "save: slot %d is not open", slot);
+    else if (pos != f->slots[slot].cache_len)
+        st = violation(f, err, "save: slot %d at %d but %d rows are cached", slot, pos,
+                       f->slots[slot].cache_len);
+    else if (!dst || bytes != fake_snapshot_bytes(f, pos))
+        st = violation(f, err, "save: slot %d: %zu bytes for a snapshot at %d", slot, bytes, pos);
+    else if (f->fail_save_after > 0 && --f->fail_save_after == 0) {
+        f->st.snapshot_faults++;
+        st = weft_err_set(err, WEFT_EIO, "fake backend: injected save failure");
+    } else {
+        const fake_slot *s = &f->slots[slot];
+        uint64_t hdr[3] = {SNAP_MAGIC, (uint64_t)pos, f->cfg.salt};
+        char *out = dst;
+        memcpy(out, hdr, SNAP_HDR);
+        memcpy(out + SNAP_HDR, s->toks, (size_t)pos * sizeof(int32_t));
+        memcpy(out + SNAP_HDR + (size_t)pos * sizeof(int32_t), s->h, ((size_t)pos + 1) * sizeof(uint64_t));
+        if (f->st.n_save_log < 64) f->st.save_log[f->st.n_save_log++] = pos;
+        f->st.saves++;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return st;
+}
+
+static weft_status fake_restore(void *self, int slot, int pos, const void *src, size_t bytes, weft_err *err) {
+    fake *f = self;
+    pthread_mutex_lock(&f->mu);
+    weft_status st = WEFT_OK;
+    fake_slot *s = slot >= 0 && slot < f->cfg.max_slots ? &f->slots[slot] : NULL;
+    if (!s || !s->open) {
+        st = violation(f, err, "restore: slot %d is not open", slot);
+    } else if (s->cache_len != 0 || s->n_prompt != -1) {
+        st = violation(f, err, "restore: slot %d is not freshly opened (%d rows cached)", slot, s->cache_len);
+    } else if (pos < 0 || pos > s->capacity || !src || bytes != fake_snapshot_bytes(f, pos)) {
+        st = violation(f, err, "restore: slot %d: %zu bytes at %d (capacity %d)", slot, bytes, pos,
+                       s->capacity);
+    } else {
+        const char *in = src;
+        uint64_t hdr[3];
+        memcpy(hdr, in, SNAP_HDR);
+        memcpy(s->toks, in + SNAP_HDR, (size_t)pos * sizeof(int32_t));
+        memcpy(s->h, in + SNAP_HDR + (size_t)pos * sizeof(int32_t), ((size_t)pos + 1) * sizeof(uint64_t));
+        /* The hashes must follow from the tokens: a corrupt snapshot is refused, not used. */
+        bool consistent = hdr[0] == SNAP_MAGIC && hdr[1] == (uint64_t)pos && hdr[2] == f->cfg.salt &&
+                          s->h[0] == hash_init(f->cfg.salt);
+        for (int p = 0; consistent && p < pos; p++)
+            consistent = s->toks[p] >= 0 && s->toks[p] < f->cfg.vocab_size &&
+                         s->h[p + 1] == hash_step(s->h[p], s->toks[p]);
+        if (f->fail_restore_after > 0 && --f->fail_restore_after == 0) {
+            /* Half a copy: wrong tokens stand in the slot. */
+            for (int p = 0; p < pos; p++) {
+                s->toks[p] = (s->toks[p] + 1) % f->cfg.vocab_size;
+                s->h[p + 1] = hash_step(s->h[p], s->toks[p]);
+            }
+            s->cache_len = pos;
+            f->st.snapshot_faults++;
+            st = weft_err_set(err, WEFT_EIO, "fake backend: injected restore failure");
+        } else if (!consistent) {
+            s->h[0] = hash_init(f->cfg.salt);
+            st = weft_err_set(err, WEFT_EFORMAT, "fake backend: restore: slot %d: corrupt snapshot at %d",
+                              slot, pos);
+        } else {
+            s->cache_len = pos;
+            f->st.restores++;
+        }
+    }
+    pthread_mutex_unlock(&f->mu);
+    return st;
+}
+
 static void fake_memory(void *self, size_t *used, size_t *free_bytes) {
     fake *f = self;
     pthread_mutex_lock(&f->mu);
@@ -272,16 +371,16 @@ static const weft_backend_ops FAKE_OPS = {
     .keep = fake_keep,
     .release = fake_release,
     .memory = fake_memory,
-    .snapshot_bytes = NULL,
-    .save = NULL,
-    .restore = NULL,
+    .snapshot_bytes = fake_snapshot_bytes,
+    .save = fake_save,
+    .restore = fake_restore,
     .destroy = fake_destroy,
 };
 
 weft_status weft_fake_backend_new(const weft_fake_config *cfg, weft_backend *out, weft_err *err) {
     memset(out, 0, sizeof *out);
     if (!cfg || cfg->max_slots < 1 || cfg->max_rows < 1 || cfg->vocab_size < 2 || cfg->vocab_size > 4096 ||
-        cfg->forward_delay_s < 0)
+        cfg->forward_delay_s < 0 || !(cfg->copy_bias >= 0))
         return weft_err_set(err, WEFT_EINVAL, "fake backend: max_slots >= 1, max_rows >= 1, vocab 2..4096");
     fake *f = calloc(1, sizeof *f);
     if (!f) return weft_err_set(err, WEFT_ENOMEM, "fake backend: out of memory");
@@ -330,6 +429,14 @@ void weft_fake_set_faults(weft_backend *b, int fail_open_after, int fail_forward
     pthread_mutex_unlock(&f->mu);
 }
 
+void weft_fake_set_snapshot_faults(weft_backend *b, int fail_save_after, int fail_restore_after) {
+    fake *f = b->self;
+    pthread_mutex_lock(&f->mu);
+    f->fail_save_after = fail_save_after;
+    f->fail_restore_after = fail_restore_after;
+    pthread_mutex_unlock(&f->mu);
+}
+
 int32_t weft_fake_next(const weft_backend *b, const int32_t *seq, int n_prompt, int pos,
                        const weft_sampling *sampling, weft_logprobs *lp) {
     const fake *f = b->self;
@@ -342,6 +449,7 @@ int32_t weft_fake_next(const weft_backend *b, const int32_t *seq, int n_prompt, 
     }
     float raw[4096];
     row_logits(h, f->cfg.salt, vocab, raw);
+    copy_boost(seq, pos, f->cfg.copy_bias, raw);
     /* A sampler of its own: the oracle may run on any thread, beside the engine's forwards. */
     weft_sampler *smp = weft_sampler_new(vocab);
     if (!smp) return -1;

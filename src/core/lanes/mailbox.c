@@ -111,9 +111,12 @@ void lanes_request_unref(weft_request_handle *r) {
     if (left == 0) request_free(r);
 }
 
-void lanes_post_progress(weft_request_handle *r, bool prefilled, int n_gen) {
+void lanes_post_progress(weft_request_handle *r, bool prefilled, int cached, int n_gen) {
     pthread_mutex_lock(&r->mu);
-    if (prefilled) r->prefilled = true;
+    if (prefilled && !r->prefilled) {
+        r->prefilled = true;
+        r->cached = cached;
+    }
     if (n_gen > r->published) r->published = n_gen;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
@@ -142,7 +145,7 @@ static bool take_event(weft_request_handle *r, weft_event *ev) {
         r->prefilled_seen = true;
         ev->kind = WEFT_EVENT_PREFILLED;
         ev->prompt_tokens = r->n_prompt;
-        ev->cached_tokens = 0;
+        ev->cached_tokens = r->cached;
         return true;
     }
     if (r->consumed < r->published) {

@@ -7,7 +7,11 @@
  * window accept the longest draft prefix equal to the target's draws, commit those plus the bonus draw one
  * token at a time (EOS, stop hook, max_tokens), and roll the slot back to the rows kept. Cancels are taken
  * before each round, so between prefill chunks too. Nothing here allocates: segments, draws and logprob rows
- * were allocated with the engine, token buffers with the request. */
+ * were allocated with the engine, token buffers with the request.
+ *
+ * With the prompt cache (prompt_cache.c), admission restores the longest cached prefix of the prompt into the
+ * new slot, prefill chunks end at the cache's save points and states are saved there and at a finished
+ * reply's end. How many drafts a window asks for is the stream's depth rule (depth.c). */
 #include "lanes_internal.h"
 
 #include <stdio.h>
@@ -22,6 +26,7 @@ int lanes_active(const weft_engine *e) {
 static void lane_stats(const lane *l, double now, weft_request_stats *st) {
     memset(st, 0, sizeof *st);
     st->rounds = l->rounds;
+    st->cached_tokens = l->cached;
     st->drafted = l->drafted;
     st->accepted = l->accepted;
     st->queue_seconds = l->t_admit - l->req->t_submit;
@@ -41,13 +46,14 @@ static void lane_finish(weft_engine *e, int slot, weft_finish_reason reason, wef
     weft_request_handle *r = l->req;
     weft_request_stats st;
     lane_stats(l, weft_now(), &st);
+    lanes_cache_unpin(l);
     e->be->ops->release(e->be->self, slot);
     l->req = NULL;
     pthread_mutex_lock(&e->mu);
     e->n_running--;
     e->totals.requests_finished_total++;
     pthread_mutex_unlock(&e->mu);
-    lanes_post_progress(r, l->prefilled_now, l->n_gen);
+    lanes_post_progress(r, l->prefilled_now, l->cached, l->n_gen);
     lanes_post_finished(r, reason, status, msg, &st);
 }
 
@@ -58,6 +64,20 @@ void lanes_admit(weft_engine *e, weft_request_handle *r) {
     weft_err err = {0};
     weft_status st = slot < 0 ? weft_err_set(&err, WEFT_EINTERNAL, "no free slot")
                               : e->be->ops->open(e->be->self, slot, e->capacity, &err);
+    if (st == WEFT_OK) {
+        lane *l = &e->lanes[slot];
+        int32_t *draws = l->draws;
+        weft_logprobs *lp = l->lp;
+        memset(l, 0, sizeof *l);
+        l->draws = draws;
+        l->lp = lp;
+        l->req = r;
+        l->t_admit = weft_now(); /* a restore counts as prefill time */
+        lanes_depth_init(&l->depth);
+        /* The longest cached prefix of the prompt goes into the slot (a failed restore reopens it). */
+        st = lanes_cache_resume(e, slot, &err);
+        if (st != WEFT_OK) l->req = NULL; /* the slot is closed: refuse below */
+    }
     if (st != WEFT_OK) {
         /* Only this request fails; the backend's words go to the client. */
         weft_request_stats rs = {0};
@@ -70,14 +90,7 @@ void lanes_admit(weft_engine *e, weft_request_handle *r) {
         return;
     }
     lane *l = &e->lanes[slot];
-    int32_t *draws = l->draws;
-    weft_logprobs *lp = l->lp;
-    memset(l, 0, sizeof *l);
-    l->draws = draws;
-    l->lp = lp;
-    l->req = r;
     l->admit_seq = ++e->admit_no;
-    l->t_admit = weft_now();
     if (e->has_drafter && e->drafter.reset) e->drafter.reset(e->drafter.ctx, slot);
 }
 
@@ -146,6 +159,7 @@ static int plan_round(weft_engine *e) {
             int left = r->n_prompt - l->cache_len;
             int rows = left < e->prefill_chunk ? left : e->prefill_chunk;
             if (rows > budget) rows = budget;
+            rows = lanes_cache_cut(e, l, rows); /* end at the next prompt-cache save point */
             s->n_rows = rows;
             s->n_draw = rows == left ? 1 : 0;
         } else {
@@ -154,7 +168,10 @@ static int plan_round(weft_engine *e) {
             int max_n = e->max_draft;
             if (max_n > r->max_tokens - l->n_gen - 1) max_n = r->max_tokens - l->n_gen - 1;
             if (max_n > budget - 1) max_n = budget - 1;
-            if (e->has_drafter && r->draft && max_n > 0) l->n_draft = propose_drafts(e, slot, l, max_n);
+            if (e->has_drafter && r->draft && max_n > 0) {
+                int depth = lanes_depth_choose(&l->depth, max_n, e->row_cost);
+                if (depth > 0) l->n_draft = propose_drafts(e, slot, l, depth);
+            }
             s->n_rows = 1 + l->n_draft;
             s->n_draw = s->n_rows;
         }
@@ -217,6 +234,7 @@ static int conclude(weft_engine *e, const weft_segment *s, int *kept) {
         if (commit_token(e, l, s->draws[d], s->logprobs ? &s->logprobs[d] : NULL)) break;
     }
     l->drafted += l->n_draft;
+    if (l->n_draft > 0) lanes_depth_observe(&l->depth, l->n_draft, acc, e->max_draft, e->row_cost);
     int kept_drafts = committed < acc ? committed : acc;
     l->accepted += kept_drafts;
     *kept = kept_drafts;
@@ -256,11 +274,15 @@ int lanes_round(weft_engine *e) {
             snprintf(l->message, sizeof l->message, "backend forward failed: %.200s", err.msg);
             continue;
         }
-        if (l->n_gen == 0) prompt_rows += (uint64_t)s->n_rows;
+        bool prefill = l->n_gen == 0;
+        if (prefill) prompt_rows += (uint64_t)s->n_rows;
         int kept = 0;
         drafted += (uint64_t)l->n_draft;
         gen += (uint64_t)conclude(e, s, &kept);
         accepted += (uint64_t)kept;
+        if (prefill) lanes_cache_after_prefill(e, s->slot);
+        if (l->done && (l->reason == WEFT_FINISH_STOP || l->reason == WEFT_FINISH_LENGTH))
+            lanes_cache_after_reply(e, s->slot);
     }
     pthread_mutex_lock(&e->mu);
     e->totals.rounds_total++;
@@ -275,7 +297,7 @@ int lanes_round(weft_engine *e) {
         if (l->done)
             lane_finish(e, slot, l->reason, l->status, l->message);
         else
-            lanes_post_progress(l->req, l->prefilled_now, l->n_gen);
+            lanes_post_progress(l->req, l->prefilled_now, l->cached, l->n_gen);
     }
     return lanes_active(e);
 }

@@ -6,14 +6,28 @@
 #include <sys/mman.h>
 
 static const weft_dtype_info DTYPES[WEFT_DT_COUNT] = {
-    [WEFT_DT_F32] = {"F32", 1, 4},       [WEFT_DT_F16] = {"F16", 1, 2},     [WEFT_DT_BF16] = {"BF16", 1, 2},
-    [WEFT_DT_F64] = {"F64", 1, 8},       [WEFT_DT_I64] = {"I64", 1, 8},     [WEFT_DT_I32] = {"I32", 1, 4},
-    [WEFT_DT_I16] = {"I16", 1, 2},       [WEFT_DT_I8] = {"I8", 1, 1},       [WEFT_DT_U32] = {"U32", 1, 4},
-    [WEFT_DT_U16] = {"U16", 1, 2},       [WEFT_DT_U8] = {"U8", 1, 1},       [WEFT_DT_BOOL] = {"BOOL", 1, 1},
-    [WEFT_DT_Q4_0] = {"Q4_0", 32, 18},   [WEFT_DT_Q4_1] = {"Q4_1", 32, 20}, [WEFT_DT_Q5_0] = {"Q5_0", 32, 22},
-    [WEFT_DT_Q5_1] = {"Q5_1", 32, 24},   [WEFT_DT_Q8_0] = {"Q8_0", 32, 34}, [WEFT_DT_Q2_K] = {"Q2_K", 256, 84},
-    [WEFT_DT_Q3_K] = {"Q3_K", 256, 110}, [WEFT_DT_Q4_K] = {"Q4_K", 256, 144},
-    [WEFT_DT_Q5_K] = {"Q5_K", 256, 176}, [WEFT_DT_Q6_K] = {"Q6_K", 256, 210},
+    [WEFT_DT_F32] = {"F32", 1, 4},
+    [WEFT_DT_F16] = {"F16", 1, 2},
+    [WEFT_DT_BF16] = {"BF16", 1, 2},
+    [WEFT_DT_F64] = {"F64", 1, 8},
+    [WEFT_DT_I64] = {"I64", 1, 8},
+    [WEFT_DT_I32] = {"I32", 1, 4},
+    [WEFT_DT_I16] = {"I16", 1, 2},
+    [WEFT_DT_I8] = {"I8", 1, 1},
+    [WEFT_DT_U32] = {"U32", 1, 4},
+    [WEFT_DT_U16] = {"U16", 1, 2},
+    [WEFT_DT_U8] = {"U8", 1, 1},
+    [WEFT_DT_BOOL] = {"BOOL", 1, 1},
+    [WEFT_DT_Q4_0] = {"Q4_0", 32, 18},
+    [WEFT_DT_Q4_1] = {"Q4_1", 32, 20},
+    [WEFT_DT_Q5_0] = {"Q5_0", 32, 22},
+    [WEFT_DT_Q5_1] = {"Q5_1", 32, 24},
+    [WEFT_DT_Q8_0] = {"Q8_0", 32, 34},
+    [WEFT_DT_Q2_K] = {"Q2_K", 256, 84},
+    [WEFT_DT_Q3_K] = {"Q3_K", 256, 110},
+    [WEFT_DT_Q4_K] = {"Q4_K", 256, 144},
+    [WEFT_DT_Q5_K] = {"Q5_K", 256, 176},
+    [WEFT_DT_Q6_K] = {"Q6_K", 256, 210},
     [WEFT_DT_MLX_AFFINE] = {"MLX_AFFINE", 0, 0},
 };
 
@@ -45,7 +59,9 @@ weft_status weft_tensor_dequant_row(const weft_tensor *t, int64_t row, float *ou
     size_t rb = weft_dtype_row_bytes(t->dtype, cols);
     const uint8_t *src = t->data + (size_t)row * rb;
     switch (t->dtype) {
-    case WEFT_DT_F32: memcpy(out, src, (size_t)cols * 4); return WEFT_OK;
+    case WEFT_DT_F32:
+        memcpy(out, src, (size_t)cols * 4);
+        return WEFT_OK;
     case WEFT_DT_F16:
         for (int64_t i = 0; i < cols; i++) {
             uint16_t h;
@@ -60,11 +76,20 @@ weft_status weft_tensor_dequant_row(const weft_tensor *t, int64_t row, float *ou
             out[i] = weft_bf16_to_f32(h);
         }
         return WEFT_OK;
-    case WEFT_DT_Q4_0: case WEFT_DT_Q4_1: case WEFT_DT_Q5_0: case WEFT_DT_Q5_1: case WEFT_DT_Q8_0:
-    case WEFT_DT_Q2_K: case WEFT_DT_Q3_K: case WEFT_DT_Q4_K: case WEFT_DT_Q5_K: case WEFT_DT_Q6_K:
+    case WEFT_DT_Q4_0:
+    case WEFT_DT_Q4_1:
+    case WEFT_DT_Q5_0:
+    case WEFT_DT_Q5_1:
+    case WEFT_DT_Q8_0:
+    case WEFT_DT_Q2_K:
+    case WEFT_DT_Q3_K:
+    case WEFT_DT_Q4_K:
+    case WEFT_DT_Q5_K:
+    case WEFT_DT_Q6_K:
         weft_ggml_dequant(t->dtype, src, out, cols);
         return WEFT_OK;
-    default: break;
+    default:
+        break;
     }
     return weft_err_set(err, WEFT_ENOTSUP, "tensor %s: dtype %s cannot be decoded as weights", t->name,
                         weft_dtype_get(t->dtype) ? weft_dtype_get(t->dtype)->name : "?");
@@ -80,7 +105,7 @@ typedef struct owned {
 struct weft_tensor_set {
     weft_tensor *items; /* [count] */
     size_t count, cap;
-    int64_t *slots;     /* [nslots] index into items, -1 empty */
+    int64_t *slots; /* [nslots] index into items, -1 empty */
     size_t nslots;
     owned *own;
     size_t nown, capown;
@@ -92,14 +117,18 @@ static uint64_t hash_name(const char *s) {
     return h;
 }
 
-weft_tensor_set *weft_tensor_set_new(void) { return calloc(1, sizeof(weft_tensor_set)); }
+weft_tensor_set *weft_tensor_set_new(void) {
+    return calloc(1, sizeof(weft_tensor_set));
+}
 
 void weft_tensor_set_free(weft_tensor_set *s) {
     if (!s) return;
     for (size_t i = 0; i < s->count; i++) free((void *)s->items[i].name);
     for (size_t i = 0; i < s->nown; i++) {
-        if (s->own[i].len) munmap(s->own[i].addr, s->own[i].len);
-        else free(s->own[i].addr);
+        if (s->own[i].len)
+            munmap(s->own[i].addr, s->own[i].len);
+        else
+            free(s->own[i].addr);
     }
     free(s->items);
     free(s->slots);
@@ -171,7 +200,9 @@ const weft_tensor *weft_tensor_set_get(const weft_tensor_set *s, const char *nam
     return weft_tensor_set_get_mut((weft_tensor_set *)s, name);
 }
 
-size_t weft_tensor_set_count(const weft_tensor_set *s) { return s->count; }
+size_t weft_tensor_set_count(const weft_tensor_set *s) {
+    return s->count;
+}
 const weft_tensor *weft_tensor_set_at(const weft_tensor_set *s, size_t i) {
     return i < s->count ? &s->items[i] : NULL;
 }
@@ -197,7 +228,9 @@ static void own_push(weft_tensor_set *s, void *addr, size_t len) {
     s->own[s->nown++] = (owned){addr, len};
 }
 
-void weft_tensor_set_own_mapping(weft_tensor_set *s, void *addr, size_t len) { own_push(s, addr, len); }
+void weft_tensor_set_own_mapping(weft_tensor_set *s, void *addr, size_t len) {
+    own_push(s, addr, len);
+}
 void weft_tensor_set_own_memory(weft_tensor_set *s, void *p) {
     if (p) own_push(s, p, 0);
 }

@@ -13,9 +13,13 @@ void tf_init(tframe *f, tframe *parent) {
     f->parent = parent;
 }
 
-void tf_drop(tframe *f) { free(f->heap); }
+void tf_drop(tframe *f) {
+    free(f->heap);
+}
 
-static tvar *tf_slot(tframe *f, size_t i) { return i < 8 ? &f->inl[i] : &f->heap[i - 8]; }
+static tvar *tf_slot(tframe *f, size_t i) {
+    return i < 8 ? &f->inl[i] : &f->heap[i - 8];
+}
 
 int tf_set(trender *r, tframe *f, const char *name, size_t n, tv v) {
     for (size_t i = 0; i < f->nv; i++) {
@@ -75,6 +79,7 @@ static int attr_only(trender *r, const tv *obj, const char *name, size_t n, tv *
         *out = *v;
         return 1;
     }
+    if (obj->t == TV_LIST && (obj->flags & TVF_LAZY)) return 0; /* generators and views: no list methods */
     if (tmpl_has_method(obj->t, name, n)) {
         const char *nm = name_copy(r, name, n);
         if (!nm) return -1;
@@ -125,6 +130,7 @@ static int item_only(trender *r, const tv *obj, const tv *key, tv *out) {
         return 1;
     }
     case TV_LIST:
+        if (obj->flags & TVF_LAZY) return 0; /* not subscriptable */
         index_of(r, key, obj->u.l->n, &idx, &ok);
         if (!ok) return 0;
         *out = obj->u.l->v[idx];
@@ -139,7 +145,8 @@ static int item_only(trender *r, const tv *obj, const tv *key, tv *out) {
         *out = tv_strn(obj->u.s.p + b, e - b);
         return 1;
     }
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -176,27 +183,34 @@ static int do_slice(trender *r, const tv *obj, const tnode *s, tv *out) {
     if (obj->t == TV_UNDEF) return tr_undef_error(r, obj);
     int64_t start = 0, stop = 0, step = 1;
     bool hs, he, hst;
-    if (slice_bound(r, s->a, &start, &hs) || slice_bound(r, s->b, &stop, &he) || slice_bound(r, s->c, &step, &hst))
+    if (slice_bound(r, s->a, &start, &hs) || slice_bound(r, s->b, &stop, &he) ||
+        slice_bound(r, s->c, &step, &hst))
         return -1;
     if (!hst) step = 1;
     if (step == 0) return tr_fail(r, "slice step cannot be zero");
     int64_t len;
-    if (obj->t == TV_LIST) len = (int64_t)obj->u.l->n;
-    else if (obj->t == TV_STR) len = (int64_t)u8_len(obj->u.s.p, obj->u.s.n);
+    if (obj->t == TV_LIST && !(obj->flags & TVF_LAZY))
+        len = (int64_t)obj->u.l->n;
+    else if (obj->t == TV_STR)
+        len = (int64_t)u8_len(obj->u.s.p, obj->u.s.n);
     else {
         *out = tv_undef_named("slice", 5, obj->t);
         return 0;
     }
-    if (!hs) start = step < 0 ? len - 1 : 0;
+    if (!hs)
+        start = step < 0 ? len - 1 : 0;
     else if (start < 0) {
         start += len;
         if (start < 0) start = step < 0 ? -1 : 0;
-    } else if (start >= len) start = step < 0 ? len - 1 : len;
-    if (!he) stop = step < 0 ? -1 : len;
+    } else if (start >= len)
+        start = step < 0 ? len - 1 : len;
+    if (!he)
+        stop = step < 0 ? -1 : len;
     else if (stop < 0) {
         stop += len;
         if (stop < 0) stop = step < 0 ? -1 : 0;
-    } else if (stop >= len) stop = step < 0 ? len - 1 : len;
+    } else if (stop >= len)
+        stop = step < 0 ? len - 1 : len;
     if (obj->t == TV_LIST) {
         tlist *l = tl_new(r, 0);
         if (!l) return -1;
@@ -225,7 +239,8 @@ static int do_slice(trender *r, const tv *obj, const tnode *s, tv *out) {
     }
     offs[k] = n;
     tbuf b = {0};
-    for (int64_t j = start; step > 0 ? j < stop : j > stop; j += step) tb_put(&b, p + offs[j], offs[j + 1] - offs[j]);
+    for (int64_t j = start; step > 0 ? j < stop : j > stop; j += step)
+        tb_put(&b, p + offs[j], offs[j + 1] - offs[j]);
     free(offs);
     if (b.fail) {
         tb_free(&b);
@@ -239,8 +254,20 @@ static int do_slice(trender *r, const tv *obj, const tnode *s, tv *out) {
 /* ---------------------------------------------------------------- iteration and `in` */
 int tmpl_iter(trender *r, const tv *v, tlist **out) {
     switch (v->t) {
-    case TV_LIST: *out = v->u.l; return 0;
-    case TV_UNDEF: return (*out = tl_new(r, 0)) ? 0 : -1;
+    case TV_LIST:
+        if (v->flags & TVF_GEN) { /* iterating a generator exhausts it */
+            tlist *l = tl_new(r, v->u.l->n);
+            if (!l) return -1;
+            if (v->u.l->n) memcpy(l->v, v->u.l->v, v->u.l->n * sizeof(tv));
+            l->n = v->u.l->n;
+            v->u.l->n = 0;
+            *out = l;
+            return 0;
+        }
+        *out = v->u.l;
+        return 0;
+    case TV_UNDEF:
+        return (*out = tl_new(r, 0)) ? 0 : -1;
     case TV_DICT: {
         tlist *l = tl_new(r, v->u.d->n);
         if (!l) return -1;
@@ -268,7 +295,8 @@ int tmpl_iter(trender *r, const tv *v, tlist **out) {
         *out = l;
         return 0;
     }
-    default: return tr_fail(r, "'%s' object is not iterable", tv_typename(v->t, v->flags));
+    default:
+        return tr_fail(r, "'%s' object is not iterable", tv_typename(v->t, v->flags));
     }
 }
 
@@ -279,7 +307,8 @@ int tmpl_contains(trender *r, const tv *hay, const tv *needle, bool *out) {
         if (needle->t != TV_STR)
             return tr_fail(r, "'in <string>' requires string as left operand, not %s",
                            tv_typename(needle->t, needle->flags));
-        if (needle->u.s.n == 0) *out = true;
+        if (needle->u.s.n == 0)
+            *out = true;
         else if (needle->u.s.n <= hay->u.s.n)
             *out = memmem(hay->u.s.p, hay->u.s.n, needle->u.s.p, needle->u.s.n) != NULL;
         return 0;
@@ -287,16 +316,23 @@ int tmpl_contains(trender *r, const tv *hay, const tv *needle, bool *out) {
         for (size_t i = 0; i < hay->u.l->n; i++)
             if (tv_equal(&hay->u.l->v[i], needle)) {
                 *out = true;
-                break;
+                if (hay->flags & TVF_GEN) { /* `in` consumes a generator up to the match */
+                    hay->u.l->v += i + 1;
+                    hay->u.l->n -= i + 1;
+                }
+                return 0;
             }
+        if (hay->flags & TVF_GEN) hay->u.l->n = 0;
         return 0;
     case TV_DICT:
         if ((needle->t == TV_LIST && !(needle->flags & TVF_TUPLE)) || needle->t == TV_DICT)
             return tr_fail(r, "unhashable type: '%s'", tv_typename(needle->t, needle->flags));
         *out = td_get(hay->u.d, *needle) != NULL;
         return 0;
-    case TV_UNDEF: return 0;
-    default: return tr_fail(r, "argument of type '%s' is not iterable", tv_typename(hay->t, hay->flags));
+    case TV_UNDEF:
+        return 0;
+    default:
+        return tr_fail(r, "argument of type '%s' is not iterable", tv_typename(hay->t, hay->flags));
     }
 }
 
@@ -322,10 +358,12 @@ static int eval_args(trender *r, const tnode *e, targs *a) {
 /* Evaluates a filter chain; the innermost N_FILTER with a NULL input takes `base` (set/filter blocks). */
 static int eval_filter(trender *r, const tnode *e, const tv *base, tv *out) {
     tv in;
-    if (!e->a) in = *base;
+    if (!e->a)
+        in = *base;
     else if (e->a->kind == N_FILTER && base) {
         if (eval_filter(r, e->a, base, &in)) return -1;
-    } else if (tmpl_eval(r, e->a, &in)) return -1;
+    } else if (tmpl_eval(r, e->a, &in))
+        return -1;
     targs a;
     if (eval_args(r, e, &a)) return -1;
     r->line = e->line;
@@ -343,11 +381,16 @@ static int eval_call(trender *r, const tnode *e, tv *out) {
     if (eval_args(r, e, &a)) return -1;
     r->line = e->line;
     switch (fn.t) {
-    case TV_MACRO: return tmpl_call_macro(r, fn.u.mc, &a, out);
-    case TV_FUNC: return tmpl_call_func(r, (int)fn.u.i, &a, out);
-    case TV_METHOD: return tmpl_call_method(r, fn.u.m, &a, out);
-    case TV_UNDEF: return tr_undef_error(r, &fn);
-    default: return tr_fail(r, "'%s' object is not callable", tv_typename(fn.t, fn.flags));
+    case TV_MACRO:
+        return tmpl_call_macro(r, fn.u.mc, &a, out);
+    case TV_FUNC:
+        return tmpl_call_func(r, (int)fn.u.i, &a, out);
+    case TV_METHOD:
+        return tmpl_call_method(r, fn.u.m, &a, out);
+    case TV_UNDEF:
+        return tr_undef_error(r, &fn);
+    default:
+        return tr_fail(r, "'%s' object is not callable", tv_typename(fn.t, fn.flags));
     }
 }
 
@@ -360,8 +403,10 @@ static int eval_compare(trender *r, const tnode *e, tv *out) {
         r->line = e->line;
         bool res = false;
         int op = e->ops[i], c = 0;
-        if (op == OP_EQ) res = tv_equal(&left, &right);
-        else if (op == OP_NE) res = !tv_equal(&left, &right);
+        if (op == OP_EQ)
+            res = tv_equal(&left, &right);
+        else if (op == OP_NE)
+            res = !tv_equal(&left, &right);
         else if (op == CMP_IN || op == CMP_NOTIN) {
             if (tmpl_contains(r, &right, &left, &res)) return -1;
             if (op == CMP_NOTIN) res = !res;
@@ -409,11 +454,14 @@ int tmpl_eval(trender *r, const tnode *e, tv *out) {
     int rc = 0;
     tv a;
     switch (e->kind) {
-    case N_CONST: *out = e->val; break;
+    case N_CONST:
+        *out = e->val;
+        break;
     case N_NAME: {
         size_t n = strlen(e->name);
         const tv *v = tf_lookup(r->frame, e->name, n);
-        if (v) *out = *v;
+        if (v)
+            *out = *v;
         else {
             int g = tmpl_global_id(e->name, n);
             *out = g >= 0 ? (tv){.t = TV_FUNC, .u.i = g} : tv_undef_named(e->name, n, TV_UNDEF);
@@ -428,7 +476,8 @@ int tmpl_eval(trender *r, const tnode *e, tv *out) {
         break;
     case N_GETITEM:
         if ((rc = tmpl_eval(r, e->a, &a))) break;
-        if (e->b->kind == N_SLICE) rc = do_slice(r, &a, e->b, out);
+        if (e->b->kind == N_SLICE)
+            rc = do_slice(r, &a, e->b, out);
         else {
             tv k;
             if (!(rc = tmpl_eval(r, e->b, &k))) {
@@ -437,8 +486,12 @@ int tmpl_eval(trender *r, const tnode *e, tv *out) {
             }
         }
         break;
-    case N_CALL: rc = eval_call(r, e, out); break;
-    case N_FILTER: rc = eval_filter(r, e, NULL, out); break;
+    case N_CALL:
+        rc = eval_call(r, e, out);
+        break;
+    case N_FILTER:
+        rc = eval_filter(r, e, NULL, out);
+        break;
     case N_TEST: {
         targs ta;
         bool b = false;
@@ -454,14 +507,19 @@ int tmpl_eval(trender *r, const tnode *e, tv *out) {
     case N_POS:
         if ((rc = tmpl_eval(r, e->a, &a))) break;
         r->line = e->line;
-        if (a.t == TV_UNDEF) rc = tr_undef_error(r, &a);
+        if (a.t == TV_UNDEF)
+            rc = tr_undef_error(r, &a);
         else if (!tv_is_number(&a))
             rc = tr_fail(r, "bad operand type for unary %c: '%s'", e->kind == N_NEG ? '-' : '+',
                          tv_typename(a.t, a.flags));
-        else if (e->kind == N_POS) *out = a.t == TV_BOOL ? tv_int(a.u.i) : a;
-        else if (a.t == TV_FLOAT) *out = tv_float(-a.u.f);
-        else if (a.u.i == INT64_MIN) rc = tr_fail(r, "integer overflow");
-        else *out = tv_int(-a.u.i);
+        else if (e->kind == N_POS)
+            *out = a.t == TV_BOOL ? tv_int(a.u.i) : a;
+        else if (a.t == TV_FLOAT)
+            *out = tv_float(-a.u.f);
+        else if (a.u.i == INT64_MIN)
+            rc = tr_fail(r, "integer overflow");
+        else
+            *out = tv_int(-a.u.i);
         break;
     case N_BINOP: {
         tv b;
@@ -473,8 +531,10 @@ int tmpl_eval(trender *r, const tnode *e, tv *out) {
     case N_AND:
     case N_OR:
         if ((rc = tmpl_eval(r, e->a, &a))) break;
-        if (tv_truthy(&a) == (e->kind == N_OR)) *out = a;
-        else rc = tmpl_eval(r, e->b, out);
+        if (tv_truthy(&a) == (e->kind == N_OR))
+            *out = a;
+        else
+            rc = tmpl_eval(r, e->b, out);
         break;
     case N_CONCAT: {
         tbuf b = {.limit = r->opts->max_output};
@@ -482,7 +542,8 @@ int tmpl_eval(trender *r, const tnode *e, tv *out) {
             if (!(rc = tmpl_eval(r, e->items[i], &a))) tv_to_str(&b, &a);
         }
         if (!rc) {
-            if (b.fail) rc = tr_oom(r);
+            if (b.fail)
+                rc = tr_oom(r);
             else {
                 *out = tv_str_copy(r, b.p ? b.p : "", b.n);
                 rc = r->failed ? -1 : 0;
@@ -491,17 +552,25 @@ int tmpl_eval(trender *r, const tnode *e, tv *out) {
         tb_free(&b);
         break;
     }
-    case N_COMPARE: rc = eval_compare(r, e, out); break;
+    case N_COMPARE:
+        rc = eval_compare(r, e, out);
+        break;
     case N_COND:
         if ((rc = tmpl_eval(r, e->a, &a))) break;
-        if (tv_truthy(&a)) rc = tmpl_eval(r, e->b, out);
-        else if (e->c) rc = tmpl_eval(r, e->c, out);
-        else *out = tv_undef_named("", 0, TV_UNDEF);
+        if (tv_truthy(&a))
+            rc = tmpl_eval(r, e->b, out);
+        else if (e->c)
+            rc = tmpl_eval(r, e->c, out);
+        else
+            *out = tv_undef_named("", 0, TV_UNDEF);
         break;
     case N_LIST:
     case N_TUPLE:
-    case N_DICT: rc = eval_seq(r, e, out); break;
-    default: rc = tr_fail(r, "internal: unexpected node %d in expression", e->kind);
+    case N_DICT:
+        rc = eval_seq(r, e, out);
+        break;
+    default:
+        rc = tr_fail(r, "internal: unexpected node %d in expression", e->kind);
     }
     r->depth--;
     return rc;

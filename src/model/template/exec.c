@@ -27,7 +27,8 @@ static int assign(trender *r, tframe *f, const tnode *t, tv v) {
     tlist *items;
     if (v.t == TV_UNDEF) return tr_undef_error(r, &v);
     if (tmpl_iter(r, &v, &items)) return -1;
-    if (items->n < t->n) return tr_fail(r, "not enough values to unpack (expected %zu, got %zu)", t->n, items->n);
+    if (items->n < t->n)
+        return tr_fail(r, "not enough values to unpack (expected %zu, got %zu)", t->n, items->n);
     if (items->n > t->n) return tr_fail(r, "too many values to unpack (expected %zu)", t->n);
     for (size_t i = 0; i < t->n; i++)
         if (assign(r, f, t->items[i], items->v[i])) return -1;
@@ -55,8 +56,7 @@ static int capture(trender *r, tnode *const *body, size_t n, tv *out) {
 }
 
 int tmpl_call_macro(trender *r, const tnode *m, const targs *a, tv *out) {
-    if (a->npos > m->n3)
-        return tr_fail(r, "macro '%s' takes not more than %zu argument(s)", m->name, m->n3);
+    if (a->npos > m->n3) return tr_fail(r, "macro '%s' takes not more than %zu argument(s)", m->name, m->n3);
     if (r->depth > TMPL_MAX_DEPTH) return tr_fail(r, "macro recursion too deep");
     tv *vals = ta_alloc(&r->ar, (m->n3 + 1) * sizeof(tv));
     bool *set = ta_alloc(&r->ar, m->n3 + 1);
@@ -82,8 +82,10 @@ int tmpl_call_macro(trender *r, const tnode *m, const targs *a, tv *out) {
     for (size_t i = 0; i < m->n3 && !rc; i++) {
         size_t first_default = m->n3 - m->n2;
         if (!set[i]) {
-            if (i >= first_default) rc = tmpl_eval(r, m->items2[i - first_default], &vals[i]);
-            else vals[i] = tv_undef_named(m->knames[i], strlen(m->knames[i]), TV_UNDEF);
+            if (i >= first_default)
+                rc = tmpl_eval(r, m->items2[i - first_default], &vals[i]);
+            else
+                vals[i] = tv_undef_named(m->knames[i], strlen(m->knames[i]), TV_UNDEF);
         }
         if (!rc) rc = tf_set(r, &f, m->knames[i], strlen(m->knames[i]), vals[i]);
     }
@@ -161,7 +163,8 @@ static int exec_stmt(trender *r, const tnode *s) {
     case N_IF:
         if (tmpl_eval(r, s->a, &v)) return -1;
         return tv_truthy(&v) ? tmpl_exec_body(r, s->items, s->n) : tmpl_exec_body(r, s->items2, s->n2);
-    case N_FOR: return exec_for(r, s);
+    case N_FOR:
+        return exec_for(r, s);
     case N_SET:
         if (tmpl_eval(r, s->b, &v)) return -1;
         r->line = s->line;
@@ -175,9 +178,12 @@ static int exec_stmt(trender *r, const tnode *s) {
         }
         r->line = s->line;
         return assign(r, r->frame, s->a, v);
-    case N_MACRO: return tf_set(r, r->frame, s->name, strlen(s->name), (tv){.t = TV_MACRO, .u.mc = s});
-    case N_BREAK: return EX_BREAK;
-    case N_CONTINUE: return EX_CONTINUE;
+    case N_MACRO:
+        return tf_set(r, r->frame, s->name, strlen(s->name), (tv){.t = TV_MACRO, .u.mc = s});
+    case N_BREAK:
+        return EX_BREAK;
+    case N_CONTINUE:
+        return EX_CONTINUE;
     case N_WITH: {
         tv *vals = s->n2 ? ta_alloc(&r->ar, s->n2 * sizeof(tv)) : NULL;
         if (s->n2 && !vals) return tr_oom(r);
@@ -203,8 +209,10 @@ static int exec_stmt(trender *r, const tnode *s) {
         if (out_check(r)) return -1;
         return rc;
     }
-    case N_BLOCK: return tmpl_exec_body(r, s->items, s->n);
-    default: return tr_fail(r, "internal: unexpected node %d in statement", s->kind);
+    case N_BLOCK:
+        return tmpl_exec_body(r, s->items, s->n);
+    default:
+        return tr_fail(r, "internal: unexpected node %d in statement", s->kind);
     }
 }
 

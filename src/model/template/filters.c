@@ -83,7 +83,8 @@ static int sort_list(trender *r, tlist *l, const tv *attr, bool cs, bool rev) {
                     int c;
                     if (tv_compare(r, &keys[j], &keys[i], &c)) return -1;
                     take_right = rev ? c > 0 : c < 0;
-                } else take_right = i >= mid;
+                } else
+                    take_right = i >= mid;
                 size_t src = take_right ? j++ : i++;
                 tmpk[k] = keys[src];
                 tmpv[k++] = l->v[src];
@@ -108,11 +109,13 @@ static int copy_iter(trender *r, const tv *in, tlist **out) {
 /* ---------------------------------------------------------------- filters */
 static int f_abs(trender *r, const tv *in, const targs *a, tv *out) {
     (void)a;
-    if (in->t == TV_FLOAT) *out = tv_float(fabs(in->u.f));
+    if (in->t == TV_FLOAT)
+        *out = tv_float(fabs(in->u.f));
     else if (in->t == TV_INT || in->t == TV_BOOL) {
         if (in->u.i == INT64_MIN) return tr_fail(r, "integer overflow in abs");
         *out = tv_int(in->u.i < 0 ? -in->u.i : in->u.i);
-    } else return tr_fail(r, "bad operand type for abs(): '%s'", tv_typename(in->t, in->flags));
+    } else
+        return tr_fail(r, "bad operand type for abs(): '%s'", tv_typename(in->t, in->flags));
     return 0;
 }
 
@@ -129,7 +132,8 @@ static int f_attr(trender *r, const tv *in, const targs *a, tv *out) {
 static int f_batch(trender *r, const tv *in, const targs *a, tv *out) {
     const tv *cnt = targ(a, 0, "linecount"), *fill = targ(a, 1, "fill_with");
     tlist *src, *res = tl_new(r, 0), *cur = NULL;
-    if (!cnt || cnt->t != TV_INT || cnt->u.i <= 0) return tr_fail(r, "batch: linecount must be a positive integer");
+    if (!cnt || cnt->t != TV_INT || cnt->u.i <= 0)
+        return tr_fail(r, "batch: linecount must be a positive integer");
     if (!res || tmpl_iter(r, in, &src)) return -1;
     for (size_t i = 0; i < src->n; i++) {
         if (!cur || cur->n == (size_t)cnt->u.i) {
@@ -140,7 +144,7 @@ static int f_batch(trender *r, const tv *in, const targs *a, tv *out) {
     if (cur && fill && fill->t != TV_NONE)
         while (cur->n < (size_t)cnt->u.i)
             if (tl_push(r, cur, *fill)) return -1;
-    *out = tv_list(res, 0);
+    *out = tv_list(res, TVF_GEN);
     return 0;
 }
 
@@ -163,8 +167,10 @@ static int f_default(trender *r, const tv *in, const targs *a, tv *out) {
     if (targs_check(r, a, 2, kw, "default")) return -1;
     const tv *d = targ(a, 0, "default_value");
     bool boolean = arg_bool(a, 1, "boolean", false);
-    if (in->t == TV_UNDEF || (boolean && !tv_truthy(in))) *out = d ? *d : tv_strn("", 0);
-    else *out = *in;
+    if (in->t == TV_UNDEF || (boolean && !tv_truthy(in)))
+        *out = d ? *d : tv_strn("", 0);
+    else
+        *out = *in;
     return 0;
 }
 
@@ -208,6 +214,13 @@ static int f_forceescape(trender *r, const tv *in, const targs *a, tv *out) {
 static int f_first(trender *r, const tv *in, const targs *a, tv *out) {
     (void)a;
     tlist *l;
+    if (in->t == TV_LIST && (in->flags & TVF_GEN)) { /* next(iter(gen)) takes one item */
+        if (!in->u.l->n) return tr_fail(r, "No first item, sequence was empty.");
+        *out = in->u.l->v[0];
+        in->u.l->v++;
+        in->u.l->n--;
+        return 0;
+    }
     if (tmpl_iter(r, in, &l)) return -1;
     *out = l->n ? l->v[0] : tv_undef_named("first", 5, TV_LIST);
     return 0;
@@ -216,6 +229,7 @@ static int f_first(trender *r, const tv *in, const targs *a, tv *out) {
 static int f_last(trender *r, const tv *in, const targs *a, tv *out) {
     (void)a;
     tlist *l;
+    if (in->t == TV_LIST && (in->flags & TVF_GEN)) return tr_fail(r, "'generator' object is not reversible");
     if (tmpl_iter(r, in, &l)) return -1;
     *out = l->n ? l->v[l->n - 1] : tv_undef_named("last", 4, TV_LIST);
     return 0;
@@ -231,9 +245,11 @@ static bool parse_num(const tv *s, int base, bool want_float, tv *out) {
     char *e;
     const char *b = buf;
     while (*b == ' ' || *b == '\t' || *b == '\n' || *b == '\r') b++;
-    if (!*b) return false;
-    if (want_float) *out = tv_float(strtod(b, &e));
-    else *out = tv_int(strtoll(b, &e, base));
+    if (!*b || (want_float && strpbrk(b, "xXpP"))) return false; /* Python float() has no hex form */
+    if (want_float)
+        *out = tv_float(strtod(b, &e));
+    else
+        *out = tv_int(strtoll(b, &e, base));
     while (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r') e++;
     return *e == 0 && e != b;
 }
@@ -241,9 +257,12 @@ static bool parse_num(const tv *s, int base, bool want_float, tv *out) {
 static int f_float(trender *r, const tv *in, const targs *a, tv *out) {
     (void)r;
     const tv *d = targ(a, 0, "default");
-    if (in->t == TV_FLOAT) *out = *in;
-    else if (in->t == TV_INT || in->t == TV_BOOL) *out = tv_float((double)in->u.i);
-    else if (!(in->t == TV_STR && parse_num(in, 10, true, out))) *out = d ? *d : tv_float(0.0);
+    if (in->t == TV_FLOAT)
+        *out = *in;
+    else if (in->t == TV_INT || in->t == TV_BOOL)
+        *out = tv_float((double)in->u.i);
+    else if (!(in->t == TV_STR && parse_num(in, 10, true, out)))
+        *out = d ? *d : tv_float(0.0);
     return 0;
 }
 
@@ -252,19 +271,24 @@ static int f_int(trender *r, const tv *in, const targs *a, tv *out) {
     const tv *d = targ(a, 0, "default"), *b = targ(a, 1, "base");
     int base = b && b->t == TV_INT ? (int)b->u.i : 10;
     tv f;
-    if (in->t == TV_INT || in->t == TV_BOOL) *out = tv_int(in->u.i);
-    else if (in->t == TV_FLOAT && isfinite(in->u.f) && fabs(in->u.f) < 9.2e18) *out = tv_int((int64_t)in->u.f);
-    else if (in->t == TV_STR && parse_num(in, base, false, out)) return 0;
+    if (in->t == TV_INT || in->t == TV_BOOL)
+        *out = tv_int(in->u.i);
+    else if (in->t == TV_FLOAT && isfinite(in->u.f) && fabs(in->u.f) < 9.2e18)
+        *out = tv_int((int64_t)in->u.f);
+    else if (in->t == TV_STR && parse_num(in, base, false, out))
+        return 0;
     else if (in->t == TV_STR && parse_num(in, 10, true, &f) && isfinite(f.u.f) && fabs(f.u.f) < 9.2e18)
         *out = tv_int((int64_t)f.u.f);
-    else *out = d ? *d : tv_int(0);
+    else
+        *out = d ? *d : tv_int(0);
     return 0;
 }
 
 static int f_format(trender *r, const tv *in, const targs *a, tv *out) {
     tv s;
     if (soft(r, in, &s)) return -1;
-    if (a->npos && a->nkw) return tr_fail(r, "can't handle positional and keyword arguments at the same time");
+    if (a->npos && a->nkw)
+        return tr_fail(r, "can't handle positional and keyword arguments at the same time");
     tv args;
     if (a->nkw) {
         tdict *d = td_new(r, a->nkw);
@@ -287,7 +311,8 @@ static int f_indent(trender *r, const tv *in, const targs *a, tv *out) {
     const tv *w = targ(a, 0, "width");
     bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
     tbuf ind = {0}, b = {.limit = r->opts->max_output};
-    if (w && w->t == TV_STR) tb_put(&ind, w->u.s.p, w->u.s.n);
+    if (w && w->t == TV_STR)
+        tb_put(&ind, w->u.s.p, w->u.s.n);
     else
         for (int64_t i = 0; i < (w && w->t == TV_INT ? w->u.i : 4); i++) tb_putc(&ind, ' ');
     /* jinja2: s += "\n"; lines = s.splitlines(); ... */
@@ -318,7 +343,9 @@ static int f_items(trender *r, const tv *in, const targs *a, tv *out) {
     if (in->t != TV_DICT) return tr_fail(r, "Can only get item pairs from a mapping.");
     tmethod m = {.self = *in, .name = "items"};
     targs none = {0};
-    return tmpl_call_method(r, &m, &none, out);
+    if (tmpl_call_method(r, &m, &none, out)) return -1;
+    out->flags = TVF_GEN; /* jinja2's do_items is a generator */
+    return 0;
 }
 
 static int f_join(trender *r, const tv *in, const targs *a, tv *out) {
@@ -341,12 +368,24 @@ static int f_join(trender *r, const tv *in, const targs *a, tv *out) {
 static int f_length(trender *r, const tv *in, const targs *a, tv *out) {
     (void)a;
     switch (in->t) {
-    case TV_STR: *out = tv_int((int64_t)u8_len(in->u.s.p, in->u.s.n)); return 0;
-    case TV_LIST: *out = tv_int((int64_t)in->u.l->n); return 0;
-    case TV_DICT: *out = tv_int((int64_t)in->u.d->n); return 0;
-    case TV_UNDEF: *out = tv_int(0); return 0;
-    case TV_LOOP: *out = tv_int((int64_t)in->u.lp->n); return 0;
-    default: return tr_fail(r, "object of type '%s' has no len()", tv_typename(in->t, in->flags));
+    case TV_STR:
+        *out = tv_int((int64_t)u8_len(in->u.s.p, in->u.s.n));
+        return 0;
+    case TV_LIST:
+        if (in->flags & TVF_GEN) return tr_fail(r, "object of type 'generator' has no len()");
+        *out = tv_int((int64_t)in->u.l->n);
+        return 0;
+    case TV_DICT:
+        *out = tv_int((int64_t)in->u.d->n);
+        return 0;
+    case TV_UNDEF:
+        *out = tv_int(0);
+        return 0;
+    case TV_LOOP:
+        *out = tv_int((int64_t)in->u.lp->n);
+        return 0;
+    default:
+        return tr_fail(r, "object of type '%s' has no len()", tv_typename(in->t, in->flags));
     }
 }
 
@@ -376,13 +415,21 @@ static int f_title(trender *r, const tv *in, const targs *a, tv *out) {
     return soft(r, in, &s) ? -1 : tmpl_str_case(r, &s, CASE_JTITLE, out);
 }
 
+/* jinja2's map/select/reject/selectattr/rejectattr start with `if value:`, so None maps to nothing. */
+static int iter_truthy(trender *r, const tv *in, tlist **out) {
+    if (!tv_truthy(in)) return (*out = tl_new(r, 0)) ? 0 : -1;
+    return tmpl_iter(r, in, out);
+}
+
 static int f_map(trender *r, const tv *in, const targs *a, tv *out) {
     tlist *src, *res;
-    if (tmpl_iter(r, in, &src) || !(res = tl_new(r, src->n))) return -1;
+    if (iter_truthy(r, in, &src) || !(res = tl_new(r, src->n))) return -1;
     const tv *attr = NULL, *dflt = NULL;
     for (size_t k = 0; k < a->nkw; k++) {
-        if (!strcmp(a->kwn[k], "attribute")) attr = &a->kw[k];
-        else if (!strcmp(a->kwn[k], "default")) dflt = &a->kw[k];
+        if (!strcmp(a->kwn[k], "attribute"))
+            attr = &a->kw[k];
+        else if (!strcmp(a->kwn[k], "default"))
+            dflt = &a->kw[k];
     }
     int fid = -1;
     targs rest = {0};
@@ -398,10 +445,11 @@ static int f_map(trender *r, const tv *in, const targs *a, tv *out) {
         if (attr) {
             if (attr_path(r, &src->v[i], attr, &v)) return -1;
             if (v.t == TV_UNDEF && dflt) v = *dflt;
-        } else if (tmpl_apply_filter(r, fid, &src->v[i], &rest, &v)) return -1;
+        } else if (tmpl_apply_filter(r, fid, &src->v[i], &rest, &v))
+            return -1;
         res->v[res->n++] = v;
     }
-    *out = tv_list(res, 0);
+    *out = tv_list(res, TVF_GEN);
     return 0;
 }
 
@@ -420,7 +468,8 @@ static int minmax(trender *r, const tv *in, const targs *a, tv *out, int want) {
     for (size_t i = 1; i < l->n; i++) {
         tv k;
         int c;
-        if (attr_path(r, &l->v[i], attr, &k) || ci_key(r, &k, cs, &k) || tv_compare(r, &k, &bk, &c)) return -1;
+        if (attr_path(r, &l->v[i], attr, &k) || ci_key(r, &k, cs, &k) || tv_compare(r, &k, &bk, &c))
+            return -1;
         if (c * want > 0) {
             best = i;
             bk = k;
@@ -429,13 +478,17 @@ static int minmax(trender *r, const tv *in, const targs *a, tv *out, int want) {
     *out = l->v[best];
     return 0;
 }
-static int f_max(trender *r, const tv *in, const targs *a, tv *out) { return minmax(r, in, a, out, 1); }
-static int f_min(trender *r, const tv *in, const targs *a, tv *out) { return minmax(r, in, a, out, -1); }
+static int f_max(trender *r, const tv *in, const targs *a, tv *out) {
+    return minmax(r, in, a, out, 1);
+}
+static int f_min(trender *r, const tv *in, const targs *a, tv *out) {
+    return minmax(r, in, a, out, -1);
+}
 
 /* select/reject/selectattr/rejectattr */
 static int select_impl(trender *r, const tv *in, const targs *a, tv *out, bool want, bool by_attr) {
     tlist *src, *res;
-    if (tmpl_iter(r, in, &src) || !(res = tl_new(r, 0))) return -1;
+    if (iter_truthy(r, in, &src) || !(res = tl_new(r, 0))) return -1;
     size_t k = 0;
     const tv *attr = NULL;
     if (by_attr) {
@@ -449,21 +502,28 @@ static int select_impl(trender *r, const tv *in, const targs *a, tv *out, bool w
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)a->pos[k].u.s.n, a->pos[k].u.s.p);
         if ((tid = tmpl_test_id(name)) < 0) return tr_fail(r, "No test named '%s'.", name);
-        rest = (targs){.pos = a->pos + k + 1, .npos = a->npos - k - 1, .kw = a->kw, .kwn = a->kwn, .nkw = a->nkw};
+        rest = (targs){
+            .pos = a->pos + k + 1, .npos = a->npos - k - 1, .kw = a->kw, .kwn = a->kwn, .nkw = a->nkw};
     }
     for (size_t i = 0; i < src->n; i++) {
         tv v;
         bool ok;
         if (attr_path(r, &src->v[i], attr, &v)) return -1;
-        if (tid < 0) ok = tv_truthy(&v);
-        else if (tmpl_apply_test(r, tid, &v, &rest, &ok)) return -1;
+        if (tid < 0)
+            ok = tv_truthy(&v);
+        else if (tmpl_apply_test(r, tid, &v, &rest, &ok))
+            return -1;
         if (ok == want && tl_push(r, res, src->v[i])) return -1;
     }
-    *out = tv_list(res, 0);
+    *out = tv_list(res, TVF_GEN);
     return 0;
 }
-static int f_select(trender *r, const tv *in, const targs *a, tv *out) { return select_impl(r, in, a, out, true, false); }
-static int f_reject(trender *r, const tv *in, const targs *a, tv *out) { return select_impl(r, in, a, out, false, false); }
+static int f_select(trender *r, const tv *in, const targs *a, tv *out) {
+    return select_impl(r, in, a, out, true, false);
+}
+static int f_reject(trender *r, const tv *in, const targs *a, tv *out) {
+    return select_impl(r, in, a, out, false, false);
+}
 static int f_selectattr(trender *r, const tv *in, const targs *a, tv *out) {
     return select_impl(r, in, a, out, true, true);
 }
@@ -483,20 +543,20 @@ static int f_reverse(trender *r, const tv *in, const targs *a, tv *out) {
     (void)a;
     tlist *l;
     if (in->t == TV_STR) {
-        tv sl = tv_int(-1);
-        (void)sl;
         if (tmpl_iter(r, in, &l)) return -1;
         tbuf b = {0};
         for (size_t i = l->n; i-- > 0;) tb_put(&b, l->v[i].u.s.p, l->v[i].u.s.n);
         return str_out(r, &b, out);
     }
+    /* reversed(seq) is a lazy iterator; a generator is not reversible, so jinja2 falls back to a list */
+    bool gen = in->t == TV_LIST && (in->flags & TVF_GEN);
     if (copy_iter(r, in, &l)) return -1;
     for (size_t i = 0, j = l->n ? l->n - 1 : 0; i < j; i++, j--) {
         tv t = l->v[i];
         l->v[i] = l->v[j];
         l->v[j] = t;
     }
-    *out = tv_list(l, 0);
+    *out = tv_list(l, gen ? 0 : TVF_GEN);
     return 0;
 }
 
@@ -505,15 +565,35 @@ static int f_round(trender *r, const tv *in, const targs *a, tv *out) {
     int64_t prec = p && p->t == TV_INT ? p->u.i : 0;
     if (!tv_is_number(in)) return tr_fail(r, "round expects a number");
     double x = tv_num(in), scale = pow(10.0, (double)prec);
-    if (m && m->t == TV_STR && m->u.s.n == 4 && !memcmp(m->u.s.p, "ceil", 4)) x = ceil(x * scale) / scale;
-    else if (m && m->t == TV_STR && m->u.s.n == 5 && !memcmp(m->u.s.p, "floor", 5)) x = floor(x * scale) / scale;
+    if (m && m->t == TV_STR && m->u.s.n == 4 && !memcmp(m->u.s.p, "ceil", 4))
+        x = ceil(x * scale) / scale;
+    else if (m && m->t == TV_STR && m->u.s.n == 5 && !memcmp(m->u.s.p, "floor", 5))
+        x = floor(x * scale) / scale;
     else if (m && !(m->t == TV_STR && m->u.s.n == 6 && !memcmp(m->u.s.p, "common", 6)))
         return tr_fail(r, "method must be common, ceil or floor");
-    else if (prec >= 0 && prec < 300 && isfinite(x)) { /* Python round(): correctly rounded, ties to even */
+    else if (in->t != TV_FLOAT) { /* round(int, n) stays an int: ties to even at 10**-n */
+        int64_t v = in->u.i;
+        if (prec < 0) {
+            int64_t pw = 1;
+            for (int64_t k = 0; k < -prec && pw <= INT64_MAX / 10; k++) pw *= 10;
+            if (-prec > 18) pw = 0;
+            int64_t q = pw ? v / pw : 0, rem = pw ? v % pw : v;
+            if (rem < 0) {
+                q -= 1;
+                rem += pw;
+            }
+            if (pw && (rem > pw - rem || (rem == pw - rem && (q & 1)))) q += 1;
+            if (pw && __builtin_mul_overflow(q, pw, &v)) return tr_fail(r, "integer overflow in round");
+            if (!pw) v = 0;
+        }
+        *out = tv_int(v);
+        return 0;
+    } else if (prec >= 0 && prec < 300 && isfinite(x)) { /* Python round(): correctly rounded, ties to even */
         char buf[400];
         snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
         x = strtod(buf, NULL);
-    } else if (isfinite(x)) x = nearbyint(x * scale) / scale;
+    } else if (isfinite(x))
+        x = nearbyint(x * scale) / scale;
     *out = tv_float(x);
     return 0;
 }
@@ -558,7 +638,8 @@ static int f_tojson(trender *r, const tv *in, const targs *a, tv *out) {
     static const char *const kw[] = {"ensure_ascii", "indent", "separators", "sort_keys", NULL};
     if (targs_check(r, a, 4, kw, "tojson")) return -1;
     const tv *ind = targ(a, 1, "indent"), *sep = targ(a, 2, "separators");
-    tjson_opts o = {.ensure_ascii = arg_bool(a, 0, "ensure_ascii", false), .sort_keys = arg_bool(a, 3, "sort_keys", false)};
+    tjson_opts o = {.ensure_ascii = arg_bool(a, 0, "ensure_ascii", false),
+                    .sort_keys = arg_bool(a, 3, "sort_keys", false)};
     char spaces[64];
     if (ind && ind->t != TV_NONE) {
         o.has_indent = true;
@@ -570,7 +651,8 @@ static int f_tojson(trender *r, const tv *in, const targs *a, tv *out) {
             memset(spaces, ' ', (size_t)k);
             o.indent = spaces;
             o.indent_n = (size_t)k;
-        } else return tr_fail(r, "tojson: indent must be an int or a string");
+        } else
+            return tr_fail(r, "tojson: indent must be an int or a string");
     }
     o.item_sep = o.has_indent ? "," : ", ";
     o.item_sep_n = o.has_indent ? 1 : 2;
@@ -609,7 +691,7 @@ static int f_unique(trender *r, const tv *in, const targs *a, tv *out) {
         for (size_t j = 0; j < seen->n && !dup; j++) dup = tv_equal(&seen->v[j], &k);
         if (!dup && (tl_push(r, seen, k) || tl_push(r, res, l->v[i]))) return -1;
     }
-    *out = tv_list(res, 0);
+    *out = tv_list(res, TVF_GEN);
     return 0;
 }
 
@@ -622,7 +704,8 @@ static int f_wordcount(trender *r, const tv *in, const targs *a, tv *out) {
     size_t i = 0;
     while (i < s.u.s.n) {
         uint32_t c = u8_next(s.u.s.p, s.u.s.n, &i);
-        bool w = (c >= '0' && c <= '9') || c == '_' || u_iscased(c) || (c >= 0x80 && !u_isspace(c) && u_isprintable(c));
+        bool w = (c >= '0' && c <= '9') || c == '_' || u_iscased(c) ||
+                 (c >= 0x80 && !u_isspace(c) && u_isprintable(c));
         if (w && !inw) words++;
         inw = w;
     }
@@ -634,17 +717,49 @@ static const struct {
     const char *name;
     filter_fn fn;
 } FILTERS[] = {
-    {"abs", f_abs},         {"attr", f_attr},       {"batch", f_batch},           {"capitalize", f_capitalize},
-    {"center", f_center},   {"count", f_length},    {"d", f_default},             {"default", f_default},
-    {"dictsort", f_dictsort}, {"e", f_escape},      {"escape", f_escape},         {"first", f_first},
-    {"float", f_float},     {"forceescape", f_forceescape}, {"format", f_format}, {"indent", f_indent},
-    {"int", f_int},         {"items", f_items},     {"join", f_join},             {"last", f_last},
-    {"length", f_length},   {"list", f_list},       {"lower", f_lower},           {"map", f_map},
-    {"max", f_max},         {"min", f_min},         {"reject", f_reject},         {"rejectattr", f_rejectattr},
-    {"replace", f_replace}, {"reverse", f_reverse}, {"round", f_round},           {"safe", f_safe},
-    {"select", f_select},   {"selectattr", f_selectattr}, {"sort", f_sort},       {"string", f_string},
-    {"sum", f_sum},         {"title", f_title},     {"tojson", f_tojson},         {"trim", f_trim},
-    {"unique", f_unique},   {"upper", f_upper},     {"wordcount", f_wordcount},
+    {"abs", f_abs},
+    {"attr", f_attr},
+    {"batch", f_batch},
+    {"capitalize", f_capitalize},
+    {"center", f_center},
+    {"count", f_length},
+    {"d", f_default},
+    {"default", f_default},
+    {"dictsort", f_dictsort},
+    {"e", f_escape},
+    {"escape", f_escape},
+    {"first", f_first},
+    {"float", f_float},
+    {"forceescape", f_forceescape},
+    {"format", f_format},
+    {"indent", f_indent},
+    {"int", f_int},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"length", f_length},
+    {"list", f_list},
+    {"lower", f_lower},
+    {"map", f_map},
+    {"max", f_max},
+    {"min", f_min},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"replace", f_replace},
+    {"reverse", f_reverse},
+    {"round", f_round},
+    {"safe", f_safe},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"sort", f_sort},
+    {"string", f_string},
+    {"sum", f_sum},
+    {"title", f_title},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"unique", f_unique},
+    {"upper", f_upper},
+    {"wordcount", f_wordcount},
 };
 
 int tmpl_filter_id(const char *name) {
@@ -654,6 +769,7 @@ int tmpl_filter_id(const char *name) {
 }
 
 int tmpl_apply_filter(trender *r, int id, const tv *in, const targs *a, tv *out) {
-    if (id < 0 || (size_t)id >= sizeof FILTERS / sizeof FILTERS[0]) return tr_fail(r, "internal: bad filter id");
+    if (id < 0 || (size_t)id >= sizeof FILTERS / sizeof FILTERS[0])
+        return tr_fail(r, "internal: bad filter id");
     return FILTERS[id].fn(r, in, a, out);
 }

@@ -125,9 +125,12 @@ static size_t match_endraw(const char *s, size_t n, size_t from, size_t *tag, ch
         p += 6;
         p += ws_run(s, n, p);
         size_t end = 0;
-        if (p + 3 <= n && memcmp(s + p, "+%}", 3) == 0) end = p + 3;
-        else if (p + 3 <= n && memcmp(s + p, "-%}", 3) == 0) end = p + 3 + ws_run(s, n, p + 3);
-        else if (p + 2 <= n && memcmp(s + p, "%}", 2) == 0) end = p + 2 + (p + 2 < n && s[p + 2] == '\n');
+        if (p + 3 <= n && memcmp(s + p, "+%}", 3) == 0)
+            end = p + 3;
+        else if (p + 3 <= n && memcmp(s + p, "-%}", 3) == 0)
+            end = p + 3 + ws_run(s, n, p + 3);
+        else if (p + 2 <= n && memcmp(s + p, "%}", 2) == 0)
+            end = p + 2 + (p + 2 < n && s[p + 2] == '\n');
         if (!end) continue;
         *tag = i;
         *sign = sg;
@@ -158,25 +161,54 @@ static int unescape(lexer *L, const char *s, size_t n, ttoken *t) {
         uint32_t cp;
         int digits = 0;
         switch (c) {
-        case '\n': continue;
-        case '\\': o[k++] = '\\'; continue;
-        case '\'': o[k++] = '\''; continue;
-        case '"': o[k++] = '"'; continue;
-        case 'a': o[k++] = '\a'; continue;
-        case 'b': o[k++] = '\b'; continue;
-        case 'f': o[k++] = '\f'; continue;
-        case 'n': o[k++] = '\n'; continue;
-        case 'r': o[k++] = '\r'; continue;
-        case 't': o[k++] = '\t'; continue;
-        case 'v': o[k++] = '\v'; continue;
-        case 'x': digits = 2; break;
-        case 'u': digits = 4; break;
-        case 'U': digits = 8; break;
-        case 'N': return lx_fail(L, "\\N{...} escapes are not supported");
+        case '\n':
+            continue;
+        case '\\':
+            o[k++] = '\\';
+            continue;
+        case '\'':
+            o[k++] = '\'';
+            continue;
+        case '"':
+            o[k++] = '"';
+            continue;
+        case 'a':
+            o[k++] = '\a';
+            continue;
+        case 'b':
+            o[k++] = '\b';
+            continue;
+        case 'f':
+            o[k++] = '\f';
+            continue;
+        case 'n':
+            o[k++] = '\n';
+            continue;
+        case 'r':
+            o[k++] = '\r';
+            continue;
+        case 't':
+            o[k++] = '\t';
+            continue;
+        case 'v':
+            o[k++] = '\v';
+            continue;
+        case 'x':
+            digits = 2;
+            break;
+        case 'u':
+            digits = 4;
+            break;
+        case 'U':
+            digits = 8;
+            break;
+        case 'N':
+            return lx_fail(L, "\\N{...} escapes are not supported");
         default:
             if (c >= '0' && c <= '7') {
                 cp = (uint32_t)(c - '0');
-                for (int d = 0; d < 2 && i < n && s[i] >= '0' && s[i] <= '7'; d++) cp = cp * 8 + (uint32_t)(s[i++] - '0');
+                for (int d = 0; d < 2 && i < n && s[i] >= '0' && s[i] <= '7'; d++)
+                    cp = cp * 8 + (uint32_t)(s[i++] - '0');
                 char enc[4];
                 size_t m = u8_encode(cp, enc);
                 memcpy(o + k, enc, m); /* an octal escape (<= 3 bytes) is never longer than its source */
@@ -206,8 +238,12 @@ static int unescape(lexer *L, const char *s, size_t n, ttoken *t) {
     return 0;
 }
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_name0(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+static bool is_name0(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
 
 /* `(\d+_)*\d+` at i: returns the end or i when absent. */
 static size_t digits_us(const char *s, size_t n, size_t i) {
@@ -215,8 +251,10 @@ static size_t digits_us(const char *s, size_t n, size_t i) {
     while (p < n && is_digit(s[p])) {
         while (p < n && is_digit(s[p])) p++;
         end = p;
-        if (p + 1 < n && s[p] == '_' && is_digit(s[p + 1])) p++;
-        else break;
+        if (p + 1 < n && s[p] == '_' && is_digit(s[p + 1]))
+            p++;
+        else
+            break;
     }
     return end;
 }
@@ -255,8 +293,9 @@ static int lex_number(lexer *L, size_t *len) {
     }
     int base = 10;
     size_t p = i, st;
-    if (s[i] == '0' && i + 1 < n && (s[i + 1] == 'x' || s[i + 1] == 'X' || s[i + 1] == 'o' || s[i + 1] == 'O' ||
-                                     s[i + 1] == 'b' || s[i + 1] == 'B')) {
+    if (s[i] == '0' && i + 1 < n &&
+        (s[i + 1] == 'x' || s[i + 1] == 'X' || s[i + 1] == 'o' || s[i + 1] == 'O' || s[i + 1] == 'b' ||
+         s[i + 1] == 'B')) {
         char b = (char)(s[i + 1] | 0x20);
         base = b == 'x' ? 16 : b == 'o' ? 8 : 2;
         p = i + 2;
@@ -293,11 +332,11 @@ static const struct {
     const char *s;
     uint8_t op;
 } OPS[] = {
-    {"//", OP_FLOORDIV}, {"**", OP_POW},    {"==", OP_EQ},       {"!=", OP_NE},       {">=", OP_GE},
-    {"<=", OP_LE},       {"+", OP_ADD},     {"-", OP_SUB},       {"/", OP_DIV},       {"*", OP_MUL},
-    {"%", OP_MOD},       {"~", OP_TILDE},   {"[", OP_LBRACKET},  {"]", OP_RBRACKET},  {"(", OP_LPAREN},
-    {")", OP_RPAREN},    {"{", OP_LBRACE},  {"}", OP_RBRACE},    {">", OP_GT},        {"<", OP_LT},
-    {"=", OP_ASSIGN},    {".", OP_DOT},     {":", OP_COLON},     {"|", OP_PIPE},      {",", OP_COMMA},
+    {"//", OP_FLOORDIV}, {"**", OP_POW},   {"==", OP_EQ},      {"!=", OP_NE},      {">=", OP_GE},
+    {"<=", OP_LE},       {"+", OP_ADD},    {"-", OP_SUB},      {"/", OP_DIV},      {"*", OP_MUL},
+    {"%", OP_MOD},       {"~", OP_TILDE},  {"[", OP_LBRACKET}, {"]", OP_RBRACKET}, {"(", OP_LPAREN},
+    {")", OP_RPAREN},    {"{", OP_LBRACE}, {"}", OP_RBRACE},   {">", OP_GT},       {"<", OP_LT},
+    {"=", OP_ASSIGN},    {".", OP_DOT},    {":", OP_COLON},    {"|", OP_PIPE},     {",", OP_COMMA},
     {";", OP_SEMICOLON},
 };
 
@@ -313,19 +352,24 @@ static int lex_tag(lexer *L, bool is_block, bool *line_starting) {
             size_t end = 0;
             bool trim = false;
             if (is_block) {
-                if (i + 3 <= n && memcmp(s + i, "+%}", 3) == 0) end = i + 3;
-                else if (i + 3 <= n && memcmp(s + i, "-%}", 3) == 0) end = i + 3 + ws_run(s, n, i + 3);
+                if (i + 3 <= n && memcmp(s + i, "+%}", 3) == 0)
+                    end = i + 3;
+                else if (i + 3 <= n && memcmp(s + i, "-%}", 3) == 0)
+                    end = i + 3 + ws_run(s, n, i + 3);
                 else if (i + 2 <= n && memcmp(s + i, "%}", 2) == 0) {
                     end = i + 2;
                     trim = true;
                 }
             } else {
-                if (i + 3 <= n && memcmp(s + i, "-}}", 3) == 0) end = i + 3 + ws_run(s, n, i + 3);
-                else if (i + 2 <= n && memcmp(s + i, "}}", 2) == 0) end = i + 2;
+                if (i + 3 <= n && memcmp(s + i, "-}}", 3) == 0)
+                    end = i + 3 + ws_run(s, n, i + 3);
+                else if (i + 2 <= n && memcmp(s + i, "}}", 2) == 0)
+                    end = i + 2;
             }
             if (end) {
                 if (trim && end < n && s[end] == '\n') end++; /* trim_blocks */
-                if (!lx_push(L, is_block ? TK_BLOCK_END : TK_VAR_END, L->line)) return lx_fail(L, "out of memory");
+                if (!lx_push(L, is_block ? TK_BLOCK_END : TK_VAR_END, L->line))
+                    return lx_fail(L, "out of memory");
                 L->line += count_nl(s + i, end - i);
                 L->pos = end;
                 *line_starting = s[end - 1] == '\n';
@@ -389,7 +433,8 @@ static int lex_tag(lexer *L, bool is_block, bool *line_starting) {
             break;
         }
         if (!found) {
-            if ((unsigned char)s[i] >= 0x80) return lx_fail(L, "unexpected character in expression (non-ASCII)");
+            if ((unsigned char)s[i] >= 0x80)
+                return lx_fail(L, "unexpected character in expression (non-ASCII)");
             return lx_fail(L, "unexpected char '%c' at %zu", s[i], i);
         }
     }
@@ -401,7 +446,8 @@ int tmpl_lex(tarena *a, const char *src, size_t n, ttokens *out, weft_err *err) 
     bool line_starting = true;
     while (L.pos < n) {
         size_t q = L.pos;
-        while (q + 1 < n && !(src[q] == '{' && (src[q + 1] == '{' || src[q + 1] == '%' || src[q + 1] == '#'))) q++;
+        while (q + 1 < n && !(src[q] == '{' && (src[q + 1] == '{' || src[q + 1] == '%' || src[q + 1] == '#')))
+            q++;
         if (q + 1 >= n) {
             if (emit_data(&L, src + L.pos, n - L.pos, L.line)) return -1;
             break;
@@ -433,8 +479,10 @@ int tmpl_lex(tarena *a, const char *src, size_t n, ttokens *out, weft_err *err) 
         if (kind == '#') {
             size_t p = L.pos, end = 0;
             for (; p < n; p++) {
-                if (p + 3 <= n && memcmp(src + p, "+#}", 3) == 0) end = p + 3;
-                else if (p + 3 <= n && memcmp(src + p, "-#}", 3) == 0) end = p + 3 + ws_run(src, n, p + 3);
+                if (p + 3 <= n && memcmp(src + p, "+#}", 3) == 0)
+                    end = p + 3;
+                else if (p + 3 <= n && memcmp(src + p, "-#}", 3) == 0)
+                    end = p + 3 + ws_run(src, n, p + 3);
                 else if (p + 2 <= n && memcmp(src + p, "#}", 2) == 0)
                     end = p + 2 + (p + 2 < n && src[p + 2] == '\n');
                 if (end) break;
@@ -446,7 +494,8 @@ int tmpl_lex(tarena *a, const char *src, size_t n, ttokens *out, weft_err *err) 
             continue;
         }
         bool is_block = kind == '%';
-        if (!lx_push(&L, is_block ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, L.line)) return lx_fail(&L, "out of memory");
+        if (!lx_push(&L, is_block ? TK_BLOCK_BEGIN : TK_VAR_BEGIN, L.line))
+            return lx_fail(&L, "out of memory");
         if (lex_tag(&L, is_block, &line_starting)) return -1;
     }
     if (!lx_push(&L, TK_EOF, L.line)) return lx_fail(&L, "out of memory");

@@ -27,16 +27,17 @@ int targs_check(trender *r, const targs *a, size_t maxpos, const char *const *al
 }
 
 static const char *const STR_METHODS[] = {
-    "upper", "lower", "title", "capitalize", "strip", "lstrip", "rstrip", "split", "rsplit", "replace",
-    "startswith", "endswith", "find", "rfind", "index", "rindex", "count", "join", "splitlines", "isdigit",
-    "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "islower", "isupper", "format", "center",
-    "ljust", "rjust", "zfill", "removeprefix", "removesuffix", "partition", "rpartition", NULL};
+    "upper",      "lower",   "title",   "capitalize", "strip",        "lstrip",       "rstrip",
+    "split",      "rsplit",  "replace", "startswith", "endswith",     "find",         "rfind",
+    "index",      "rindex",  "count",   "join",       "splitlines",   "isdigit",      "isdecimal",
+    "isnumeric",  "isalpha", "isalnum", "isspace",    "islower",      "isupper",      "format",
+    "center",     "ljust",   "rjust",   "zfill",      "removeprefix", "removesuffix", "partition",
+    "rpartition", NULL};
 static const char *const DICT_METHODS[] = {"get", "items", "keys", "values", "copy",
                                            /* refused by the immutable sandbox when called: */
                                            "pop", "popitem", "update", "clear", "setdefault", NULL};
-static const char *const LIST_METHODS[] = {"index", "count", "copy",
-                                           "append", "extend", "insert", "pop", "remove", "reverse", "sort",
-                                           "clear", NULL};
+static const char *const LIST_METHODS[] = {"index", "count",  "copy",    "append", "extend", "insert",
+                                           "pop",   "remove", "reverse", "sort",   "clear",  NULL};
 
 static bool in_names(const char *const *names, const char *s, size_t n) {
     for (; *names; names++)
@@ -46,10 +47,14 @@ static bool in_names(const char *const *names, const char *s, size_t n) {
 
 bool tmpl_has_method(int type, const char *name, size_t n) {
     switch (type) {
-    case TV_STR: return in_names(STR_METHODS, name, n);
-    case TV_DICT: return in_names(DICT_METHODS, name, n);
-    case TV_LIST: return in_names(LIST_METHODS, name, n);
-    default: return false;
+    case TV_STR:
+        return in_names(STR_METHODS, name, n);
+    case TV_DICT:
+        return in_names(DICT_METHODS, name, n);
+    case TV_LIST:
+        return in_names(LIST_METHODS, name, n);
+    default:
+        return false;
     }
 }
 
@@ -57,8 +62,10 @@ static int dict_view(trender *r, const tdict *d, int which, tv *out) {
     tlist *l = tl_new(r, d->n);
     if (!l) return -1;
     for (size_t i = 0; i < d->n; i++) {
-        if (which == 'k') l->v[i] = d->k[i];
-        else if (which == 'v') l->v[i] = d->v[i];
+        if (which == 'k')
+            l->v[i] = d->k[i];
+        else if (which == 'v')
+            l->v[i] = d->v[i];
         else {
             tlist *p = tl_new(r, 2);
             if (!p) return -1;
@@ -69,7 +76,7 @@ static int dict_view(trender *r, const tdict *d, int which, tv *out) {
         }
     }
     l->n = d->n;
-    *out = tv_list(l, TVF_ITEMS);
+    *out = tv_list(l, which == 'k' ? TVF_KEYS : which == 'v' ? TVF_VALUES : TVF_ITEMS);
     return 0;
 }
 
@@ -138,24 +145,36 @@ int tmpl_loop_attr(trender *r, const tv *obj, const char *name, size_t n, tv *ou
     const tloop *lp = obj->u.lp;
     int64_t i = (int64_t)lp->i, len = (int64_t)lp->n;
 #define IS(s) (n == sizeof(s) - 1 && memcmp(name, s, n) == 0)
-    if (IS("index")) *out = tv_int(i + 1);
-    else if (IS("index0")) *out = tv_int(i);
-    else if (IS("revindex")) *out = tv_int(len - i);
-    else if (IS("revindex0")) *out = tv_int(len - i - 1);
-    else if (IS("first")) *out = tv_bool(i == 0);
-    else if (IS("last")) *out = tv_bool(i == len - 1);
-    else if (IS("length")) *out = tv_int(len);
-    else if (IS("depth")) *out = tv_int(lp->depth);
-    else if (IS("depth0")) *out = tv_int(lp->depth - 1);
-    else if (IS("previtem")) *out = i > 0 ? lp->items[i - 1] : tv_undef_named("previtem", 8, TV_LOOP);
-    else if (IS("nextitem")) *out = i + 1 < len ? lp->items[i + 1] : tv_undef_named("nextitem", 8, TV_LOOP);
+    if (IS("index"))
+        *out = tv_int(i + 1);
+    else if (IS("index0"))
+        *out = tv_int(i);
+    else if (IS("revindex"))
+        *out = tv_int(len - i);
+    else if (IS("revindex0"))
+        *out = tv_int(len - i - 1);
+    else if (IS("first"))
+        *out = tv_bool(i == 0);
+    else if (IS("last"))
+        *out = tv_bool(i == len - 1);
+    else if (IS("length"))
+        *out = tv_int(len);
+    else if (IS("depth"))
+        *out = tv_int(lp->depth);
+    else if (IS("depth0"))
+        *out = tv_int(lp->depth - 1);
+    else if (IS("previtem"))
+        *out = i > 0 ? lp->items[i - 1] : tv_undef_named("previtem", 8, TV_LOOP);
+    else if (IS("nextitem"))
+        *out = i + 1 < len ? lp->items[i + 1] : tv_undef_named("nextitem", 8, TV_LOOP);
     else if (IS("cycle")) {
         tmethod *m = ta_alloc(&r->ar, sizeof *m);
         if (!m) return tr_oom(r);
         m->self = *obj;
         m->name = "cycle";
         *out = (tv){.t = TV_METHOD, .u.m = m};
-    } else return 0;
+    } else
+        return 0;
 #undef IS
     return 1;
 }
@@ -184,7 +203,8 @@ static int kw_dict(trender *r, const targs *a, tdict **out) {
             if (tmpl_iter(r, src, &l)) return -1;
             for (size_t i = 0; i < l->n; i++) {
                 const tv *p = &l->v[i];
-                if (p->t != TV_LIST || p->u.l->n != 2) return tr_fail(r, "dictionary update sequence element has wrong length");
+                if (p->t != TV_LIST || p->u.l->n != 2)
+                    return tr_fail(r, "dictionary update sequence element has wrong length");
                 if (td_set(r, d, p->u.l->v[0], p->u.l->v[1])) return -1;
             }
         }
@@ -200,7 +220,8 @@ static int g_strftime(trender *r, const targs *a, tv *out) {
     if (!f || f->t != TV_STR) return tr_fail(r, "strftime_now() takes a format string");
     time_t t = r->opts->now_set ? (time_t)r->opts->now_unix : time(NULL);
     struct tm tm;
-    if (!(r->opts->now_set ? gmtime_r(&t, &tm) : localtime_r(&t, &tm))) return tr_fail(r, "strftime_now: bad time");
+    if (!(r->opts->now_set ? gmtime_r(&t, &tm) : localtime_r(&t, &tm)))
+        return tr_fail(r, "strftime_now: bad time");
     char *fmt = ta_memdup(&r->ar, f->u.s.p, f->u.s.n);
     char buf[512];
     if (!fmt) return tr_oom(r);
@@ -219,7 +240,8 @@ int tmpl_call_func(trender *r, int fn, const targs *a, tv *out) {
     case G_RANGE: {
         if (a->nkw) return tr_fail(r, "range() takes no keyword arguments");
         int64_t v[3] = {0, 0, 1};
-        if (a->npos < 1 || a->npos > 3) return tr_fail(r, "range expected 1 to 3 arguments, got %zu", a->npos);
+        if (a->npos < 1 || a->npos > 3)
+            return tr_fail(r, "range expected 1 to 3 arguments, got %zu", a->npos);
         for (size_t i = 0; i < a->npos; i++) {
             if (a->pos[i].t != TV_INT && a->pos[i].t != TV_BOOL)
                 return tr_fail(r, "'%s' object cannot be interpreted as an integer",
@@ -253,7 +275,9 @@ int tmpl_call_func(trender *r, int fn, const targs *a, tv *out) {
         tb_free(&b);
         return -1;
     }
-    case G_STRFTIME: return g_strftime(r, a, out);
-    default: return tr_fail(r, "internal: unknown function %d", fn);
+    case G_STRFTIME:
+        return g_strftime(r, a, out);
+    default:
+        return tr_fail(r, "internal: unknown function %d", fn);
     }
 }

@@ -16,17 +16,30 @@ tv tmpl_html_escape(trender *r, const tv *s) {
     for (size_t i = 0; i < s->u.s.n; i++) {
         char c = s->u.s.p[i];
         switch (c) {
-        case '&': tb_puts(&b, "&amp;"); break;
-        case '<': tb_puts(&b, "&lt;"); break;
-        case '>': tb_puts(&b, "&gt;"); break;
-        case '"': tb_puts(&b, "&#34;"); break;
-        case '\'': tb_puts(&b, "&#39;"); break;
-        default: tb_putc(&b, c);
+        case '&':
+            tb_puts(&b, "&amp;");
+            break;
+        case '<':
+            tb_puts(&b, "&lt;");
+            break;
+        case '>':
+            tb_puts(&b, "&gt;");
+            break;
+        case '"':
+            tb_puts(&b, "&#34;");
+            break;
+        case '\'':
+            tb_puts(&b, "&#39;");
+            break;
+        default:
+            tb_putc(&b, c);
         }
     }
     tv out = tv_undef();
-    if (b.fail) tr_oom(r);
-    else out = tv_str_copy(r, b.p ? b.p : "", b.n);
+    if (b.fail)
+        tr_oom(r);
+    else
+        out = tv_str_copy(r, b.p ? b.p : "", b.n);
     tb_free(&b);
     out.flags |= TVF_SAFE;
     return out;
@@ -42,12 +55,15 @@ static int bad_operands(trender *r, const char *op, const tv *a, const tv *b) {
                    tv_typename(b->t, b->flags));
 }
 
-static bool is_intlike(const tv *v) { return v->t == TV_INT || v->t == TV_BOOL; }
+static bool is_intlike(const tv *v) {
+    return v->t == TV_INT || v->t == TV_BOOL;
+}
 
 static int repeat(trender *r, const tv *seq, int64_t k, tv *out) {
     if (k < 0) k = 0;
     if (seq->t == TV_STR) {
-        if (seq->u.s.n && (uint64_t)k > MAX_REPEAT / seq->u.s.n) return tr_fail(r, "string repetition too large");
+        if (seq->u.s.n && (uint64_t)k > MAX_REPEAT / seq->u.s.n)
+            return tr_fail(r, "string repetition too large");
         size_t tot = seq->u.s.n * (size_t)k;
         char *p = ta_alloc(&r->ar, tot + 1);
         if (!p) return tr_oom(r);
@@ -74,11 +90,13 @@ static void float_divmod(double vx, double wx, double *fdiv, double *fmodv) {
             mod += wx;
             div -= 1.0;
         }
-    } else mod = copysign(0.0, wx);
+    } else
+        mod = copysign(0.0, wx);
     if (div != 0.0) {
         floordiv = floor(div);
         if (div - floordiv > 0.5) floordiv += 1.0;
-    } else floordiv = copysign(0.0, vx / wx);
+    } else
+        floordiv = copysign(0.0, vx / wx);
     *fdiv = floordiv;
     *fmodv = mod;
 }
@@ -127,7 +145,8 @@ int tmpl_binop(trender *r, int op, const tv *a, const tv *b, tv *out) {
             if (safe) out->flags |= TVF_SAFE;
             return r->failed ? -1 : 0;
         }
-        if (a->t == TV_LIST && b->t == TV_LIST && (a->flags & TVF_TUPLE) == (b->flags & TVF_TUPLE)) {
+        if (a->t == TV_LIST && b->t == TV_LIST && (a->flags & TVF_KIND) == (b->flags & TVF_KIND) &&
+            !(a->flags & TVF_LAZY)) {
             tlist *l = tl_new(r, a->u.l->n + b->u.l->n);
             if (!l) return -1;
             for (size_t i = 0; i < a->u.l->n; i++) l->v[l->n++] = a->u.l->v[i];
@@ -157,8 +176,10 @@ int tmpl_binop(trender *r, int op, const tv *a, const tv *b, tv *out) {
             *out = tv_float(fx * fy);
             return 0;
         }
-        if ((a->t == TV_STR || a->t == TV_LIST) && is_intlike(b)) return repeat(r, a, b->u.i, out);
-        if ((b->t == TV_STR || b->t == TV_LIST) && is_intlike(a)) return repeat(r, b, a->u.i, out);
+        if ((a->t == TV_STR || (a->t == TV_LIST && !(a->flags & TVF_LAZY))) && is_intlike(b))
+            return repeat(r, a, b->u.i, out);
+        if ((b->t == TV_STR || (b->t == TV_LIST && !(b->flags & TVF_LAZY))) && is_intlike(a))
+            return repeat(r, b, a->u.i, out);
         return bad_operands(r, "*", a, b);
     case OP_DIV:
         if (!nums) return bad_operands(r, "/", a, b);
@@ -191,10 +212,12 @@ int tmpl_binop(trender *r, int op, const tv *a, const tv *b, tv *out) {
         if (!nums) return bad_operands(r, "**", a, b);
         if (ints && y >= 0) return int_pow(r, x, y, out);
         if (fx == 0.0 && fy < 0) return tr_fail(r, "0.0 cannot be raised to a negative power");
-        if (fx < 0 && fy != floor(fy)) return tr_fail(r, "negative number cannot be raised to a fractional power");
+        if (fx < 0 && fy != floor(fy))
+            return tr_fail(r, "negative number cannot be raised to a fractional power");
         *out = tv_float(pow(fx, fy));
         return 0;
-    default: return tr_fail(r, "internal: unknown operator %d", op);
+    default:
+        return tr_fail(r, "internal: unknown operator %d", op);
     }
 }
 
@@ -258,8 +281,10 @@ int tmpl_percent_format(trender *r, const tv *fmt, const tv *args, tv *out) {
         }
         if (conv == 's' || conv == 'r') {
             tbuf t = {0};
-            if (conv == 's') tv_to_str(&t, arg);
-            else tv_repr(&t, arg);
+            if (conv == 's')
+                tv_to_str(&t, arg);
+            else
+                tv_repr(&t, arg);
             spec[k++] = '.';
             spec[k++] = '*';
             spec[k++] = 's';
@@ -278,13 +303,15 @@ int tmpl_percent_format(trender *r, const tv *fmt, const tv *args, tv *out) {
             spec[k++] = conv;
             spec[k] = 0;
             tb_printf(&b, spec, tv_num(arg));
-        } else rc = tr_fail(r, "unsupported format character '%c' or argument type", conv);
+        } else
+            rc = tr_fail(r, "unsupported format character '%c' or argument type", conv);
     }
     /* a lone non-mapping argument must be consumed, like every item of a tuple */
     if (!rc && argi < nargs && (tuple || args->t != TV_DICT))
         rc = tr_fail(r, "not all arguments converted during string formatting");
     if (!rc) {
-        if (b.fail) rc = tr_oom(r);
+        if (b.fail)
+            rc = tr_oom(r);
         else {
             *out = tv_str_copy(r, b.p ? b.p : "", b.n);
             rc = r->failed ? -1 : 0;

@@ -1,5 +1,6 @@
 /* strmethods.c — Python str methods on template strings (indices and lengths count code points, as Python
- * does): case mapping, strip, split/rsplit, replace, find/index/count, startswith/endswith, join, format... */
+ * does): case mapping, strip, split/rsplit, replace, find/index/count, startswith/endswith, join, format...
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +32,26 @@ int tmpl_str_case(trender *r, const tv *s, int mode, tv *out) {
         uint32_t c = u8_next(p, n, &i);
         bool up;
         switch (mode) {
-        case CASE_UPPER: up = true; break;
-        case CASE_LOWER: up = false; break;
-        case CASE_TITLE: up = !prev_cased; break;
-        case CASE_CAPITALIZE: up = first; break;
-        default: up = word_start; break; /* jinja2 |title: words start after [-\s({\[<] */
+        case CASE_UPPER:
+            up = true;
+            break;
+        case CASE_LOWER:
+            up = false;
+            break;
+        case CASE_TITLE:
+            up = !prev_cased;
+            break;
+        case CASE_CAPITALIZE:
+            up = first;
+            break;
+        default:
+            up = word_start;
+            break; /* jinja2 |title: words start after [-\s({\[<] */
         }
-        if (up && c == 0xdf) tb_puts(&b, mode == CASE_UPPER ? "SS" : "Ss");
-        else put_cp(&b, up ? u_upper(c) : u_lower(c));
+        if (up && c == 0xdf)
+            tb_puts(&b, mode == CASE_UPPER ? "SS" : "Ss");
+        else
+            put_cp(&b, up ? u_upper(c) : u_lower(c));
         prev_cased = u_iscased(c);
         first = false;
         word_start = u_isspace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
@@ -121,7 +134,8 @@ int tmpl_str_split(trender *r, const tv *s, const tv *sep, int64_t maxsplit, boo
     size_t n = s->u.s.n;
     int64_t left = maxsplit < 0 ? INT64_MAX : maxsplit;
     if (sep && sep->t != TV_NONE) {
-        if (sep->t != TV_STR) return tr_fail(r, "must be str or None, not %s", tv_typename(sep->t, sep->flags));
+        if (sep->t != TV_STR)
+            return tr_fail(r, "must be str or None, not %s", tv_typename(sep->t, sep->flags));
         if (sep->u.s.n == 0) return tr_fail(r, "empty separator");
         const char *q = sep->u.s.p;
         size_t qn = sep->u.s.n;
@@ -255,9 +269,11 @@ static int str_format(trender *r, const tv *self, const targs *a, tv *out) {
         size_t fn = e - i - 1, nm = 0;
         while (nm < fn && f[nm] != '!' && f[nm] != ':') nm++;
         bool rep = nm + 1 < fn && f[nm] == '!' && f[nm + 1] == 'r';
-        if (nm < fn && f[nm] == ':') return tb_free(&b), tr_fail(r, "format specs in str.format are not supported");
+        if (nm < fn && f[nm] == ':')
+            return tb_free(&b), tr_fail(r, "format specs in str.format are not supported");
         const tv *v = NULL;
-        if (nm == 0) v = autoi < a->npos ? &a->pos[autoi++] : NULL;
+        if (nm == 0)
+            v = autoi < a->npos ? &a->pos[autoi++] : NULL;
         else if (f[0] >= '0' && f[0] <= '9') {
             size_t k = (size_t)strtoul(f, NULL, 10);
             v = k < a->npos ? &a->pos[k] : NULL;
@@ -265,8 +281,10 @@ static int str_format(trender *r, const tv *self, const targs *a, tv *out) {
             for (size_t k = 0; k < a->nkw; k++)
                 if (strlen(a->kwn[k]) == nm && memcmp(a->kwn[k], f, nm) == 0) v = &a->kw[k];
         if (!v) return tb_free(&b), tr_fail(r, "str.format: no argument for '{%.*s}'", (int)fn, f);
-        if (rep) tv_repr(&b, v);
-        else tv_to_str(&b, v);
+        if (rep)
+            tv_repr(&b, v);
+        else
+            tv_to_str(&b, v);
         i = e;
     }
     return finish(r, &b, 0, out);
@@ -335,8 +353,11 @@ static int pad(trender *r, const tv *s, const targs *a, int how, tv *out) {
 
 int tmpl_str_method(trender *r, const tv *s, const char *m, const targs *a, tv *out) {
     if (!strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "title") || !strcmp(m, "capitalize"))
-        return tmpl_str_case(r, s, m[0] == 'u' ? CASE_UPPER : m[0] == 'l' ? CASE_LOWER : m[0] == 't' ? CASE_TITLE
-                                                                                                    : CASE_CAPITALIZE,
+        return tmpl_str_case(r, s,
+                             m[0] == 'u'   ? CASE_UPPER
+                             : m[0] == 'l' ? CASE_LOWER
+                             : m[0] == 't' ? CASE_TITLE
+                                           : CASE_CAPITALIZE,
                              out);
     if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip"))
         return tmpl_str_strip(r, s, targ(a, 0, "chars"), m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3, out);
@@ -355,8 +376,10 @@ int tmpl_str_method(trender *r, const tv *s, const char *m, const targs *a, tv *
                 if (x->u.l->v[i].t != TV_STR) return tr_fail(r, "%s: tuple items must be str", m);
                 res = res || affix(s, &x->u.l->v[i], end);
             }
-        } else if (x && x->t == TV_STR) res = affix(s, x, end);
-        else return tr_fail(r, "%s first arg must be str or a tuple of str", m);
+        } else if (x && x->t == TV_STR)
+            res = affix(s, x, end);
+        else
+            return tr_fail(r, "%s first arg must be str or a tuple of str", m);
         *out = tv_bool(res);
         return 0;
     }
@@ -371,7 +394,8 @@ int tmpl_str_method(trender *r, const tv *s, const char *m, const targs *a, tv *
         const tv *sub = arg_str(r, a, 0, "sub", m, false);
         if (!sub) return -1;
         int64_t k = 0;
-        if (sub->u.s.n == 0) k = (int64_t)u8_len(s->u.s.p, s->u.s.n) + 1;
+        if (sub->u.s.n == 0)
+            k = (int64_t)u8_len(s->u.s.p, s->u.s.n) + 1;
         else
             for (size_t i = 0; i + sub->u.s.n <= s->u.s.n;) {
                 const char *h = memmem(s->u.s.p + i, s->u.s.n - i, sub->u.s.p, sub->u.s.n);
@@ -408,8 +432,8 @@ int tmpl_str_method(trender *r, const tv *s, const char *m, const targs *a, tv *
         while (i < n) {
             size_t cs = i;
             uint32_t c = u8_next(p, n, &i);
-            bool brk = c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e) || c == 0x85 ||
-                       c == 0x2028 || c == 0x2029;
+            bool brk = c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e) ||
+                       c == 0x85 || c == 0x2028 || c == 0x2029;
             if (!brk) continue;
             if (c == '\r' && i < n && p[i] == '\n') i++;
             if (tl_push(r, l, tv_strn(p + st, (keep ? i : cs) - st))) return -1;
@@ -419,7 +443,8 @@ int tmpl_str_method(trender *r, const tv *s, const char *m, const targs *a, tv *
         *out = tv_list(l, 0);
         return 0;
     }
-    if (!strcmp(m, "isdigit") || !strcmp(m, "isdecimal") || !strcmp(m, "isnumeric")) return *out = tv_bool(all_cp(s, 'd')), 0;
+    if (!strcmp(m, "isdigit") || !strcmp(m, "isdecimal") || !strcmp(m, "isnumeric"))
+        return *out = tv_bool(all_cp(s, 'd')), 0;
     if (!strcmp(m, "isalpha")) return *out = tv_bool(all_cp(s, 'a')), 0;
     if (!strcmp(m, "isalnum")) return *out = tv_bool(all_cp(s, 'n')), 0;
     if (!strcmp(m, "isspace")) return *out = tv_bool(all_cp(s, 's')), 0;

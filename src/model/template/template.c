@@ -7,7 +7,7 @@
 
 #define DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define DEFAULT_MAX_MEMORY ((size_t)512 << 20)
-#define DEFAULT_MAX_STEPS ((size_t)10 * 1000 * 1000)
+#define DEFAULT_MAX_STEPS  ((size_t)10 * 1000 * 1000)
 
 struct weft_template {
     tarena ar;
@@ -27,7 +27,8 @@ static bool valid_utf8(const char *s, size_t n, size_t *bad) {
             if ((p[i + j] & 0xc0) != 0x80) return *bad = i, false;
             cp = (cp << 6) | (p[i + j] & 0x3f);
         }
-        if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        if ((k == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (k == 4 && (cp < 0x10000 || cp > 0x10ffff)))
             return *bad = i, false;
         i += k;
     }
@@ -53,13 +54,14 @@ weft_status weft_template_compile(const char *src, size_t len, weft_template **o
         if (src[i] == '\r') {
             s[n++] = '\n';
             if (i + 1 < len && src[i + 1] == '\n') i++;
-        } else s[n++] = src[i];
+        } else
+            s[n++] = src[i];
     }
     if (n && s[n - 1] == '\n') n--;
     s[n] = 0;
     t->mentions_think = strstr(s, "<think>") != NULL;
     ttokens toks = {0};
-    weft_err local;
+    weft_err local = {0};
     weft_err *e = err ? err : &local;
     if (tmpl_lex(&t->ar, s, n, &toks, e) || tmpl_parse(&t->ar, &toks, &t->body, &t->nbody, e)) {
         weft_status st = e->code;
@@ -108,7 +110,8 @@ weft_status weft_template_render(const weft_template *t, const json_t *ctx, cons
     if (!rc) rc = tmpl_exec_body(&r, t->body, t->nbody);
     if (rc >= 0 && !r.failed) { /* a stray break/continue result (1/2) cannot escape the parser's checks */
         *out = buf.p ? buf.p : strdup("");
-        if (!*out) rc = tr_oom(&r);
+        if (!*out)
+            rc = tr_oom(&r);
         else {
             if (out_len) *out_len = buf.n;
             buf.p = NULL;
@@ -127,7 +130,8 @@ weft_status weft_template_render_chat(const weft_template *t, const weft_chat_pa
                                       weft_err *err) {
     if (!t || !p || !out) return weft_err_set(err, WEFT_EINVAL, "weft_template_render_chat: NULL argument");
     *out = NULL;
-    if (!json_is_array(p->messages)) return weft_err_set(err, WEFT_EINVAL, "chat template: messages must be an array");
+    if (!json_is_array(p->messages))
+        return weft_err_set(err, WEFT_EINVAL, "chat template: messages must be an array");
     if (p->tools && !json_is_array(p->tools) && !json_is_null(p->tools))
         return weft_err_set(err, WEFT_EINVAL, "chat template: tools must be an array");
     if (p->kwargs && !json_is_object(p->kwargs))
@@ -145,8 +149,9 @@ weft_status weft_template_render_chat(const weft_template *t, const weft_chat_pa
         bad |= json_object_update(ctx, (json_t *)p->kwargs);
         bad |= json_object_set(ctx, "messages", (json_t *)p->messages);
     }
-    weft_status st = bad ? weft_err_set(err, WEFT_ENOMEM, "chat template: cannot build the context (bad token string?)")
-                         : weft_template_render(t, ctx, opts, out, out_len, err);
+    weft_status st =
+        bad ? weft_err_set(err, WEFT_ENOMEM, "chat template: cannot build the context (bad token string?)")
+            : weft_template_render(t, ctx, opts, out, out_len, err);
     json_decref(ctx);
     return st;
 }

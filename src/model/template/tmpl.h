@@ -53,8 +53,15 @@ enum {
     TV_CYCLER,
 };
 #define TVF_TUPLE 1u /* TV_LIST: a tuple (repr and == differ from a list) */
-#define TVF_SAFE 2u  /* TV_STR: Markup (from |safe or |escape) */
-#define TVF_ITEMS 4u /* TV_LIST: came from dict.items()/keys()/values() */
+#define TVF_SAFE  2u /* TV_STR: Markup (from |safe or |escape) */
+#define TVF_GEN                                                                                              \
+    4u                /* TV_LIST: a Python generator/iterator (map, select...): always truthy, no len(), not \
+                         subscriptable, not JSON-serialisable, consumed by iteration */
+#define TVF_ITEMS  8u /* TV_LIST: a dict_items view (dict.items()) */
+#define TVF_KEYS   16u                                           /* TV_LIST: a dict_keys view */
+#define TVF_VALUES 32u                                           /* TV_LIST: a dict_values view */
+#define TVF_LAZY   (TVF_GEN | TVF_ITEMS | TVF_KEYS | TVF_VALUES) /* iterable, but not a sequence */
+#define TVF_KIND   (TVF_TUPLE | TVF_LAZY)
 
 typedef struct tlist tlist;
 typedef struct tdict tdict;
@@ -102,23 +109,35 @@ struct tloop {
 /* The state shared by every evaluation step of one render. */
 typedef struct trender {
     tarena ar;
-    tbuf *out;              /* current output sink */
-    struct tframe *frame;   /* innermost scope */
-    struct tframe *root;    /* template-level scope (macro bodies resolve names here) */
+    tbuf *out;            /* current output sink */
+    struct tframe *frame; /* innermost scope */
+    struct tframe *root;  /* template-level scope (macro bodies resolve names here) */
     weft_err *err;
     const weft_template_opts *opts;
-    int line;               /* line of the node being evaluated, for messages */
-    int depth;              /* recursion depth (macros, nested expressions) */
-    size_t steps;           /* loop iterations so far */
-    bool failed;            /* an error has been recorded in err */
+    int line;     /* line of the node being evaluated, for messages */
+    int depth;    /* recursion depth (macros, nested expressions) */
+    size_t steps; /* loop iterations so far */
+    bool failed;  /* an error has been recorded in err */
 } trender;
 
-static inline tv tv_undef(void) { return (tv){.t = TV_UNDEF}; }
-static inline tv tv_none(void) { return (tv){.t = TV_NONE}; }
-static inline tv tv_bool(bool b) { return (tv){.t = TV_BOOL, .u.i = b ? 1 : 0}; }
-static inline tv tv_int(int64_t i) { return (tv){.t = TV_INT, .u.i = i}; }
-static inline tv tv_float(double f) { return (tv){.t = TV_FLOAT, .u.f = f}; }
-static inline tv tv_strn(const char *p, size_t n) { return (tv){.t = TV_STR, .u.s = {p, n}}; }
+static inline tv tv_undef(void) {
+    return (tv){.t = TV_UNDEF};
+}
+static inline tv tv_none(void) {
+    return (tv){.t = TV_NONE};
+}
+static inline tv tv_bool(bool b) {
+    return (tv){.t = TV_BOOL, .u.i = b ? 1 : 0};
+}
+static inline tv tv_int(int64_t i) {
+    return (tv){.t = TV_INT, .u.i = i};
+}
+static inline tv tv_float(double f) {
+    return (tv){.t = TV_FLOAT, .u.f = f};
+}
+static inline tv tv_strn(const char *p, size_t n) {
+    return (tv){.t = TV_STR, .u.s = {p, n}};
+}
 tv tv_undef_named(const char *name, size_t n, int objtype);
 
 /* Records a render error "chat template line N: ..." (first one wins) and returns -1. */
@@ -159,9 +178,9 @@ int tv_from_json(trender *r, const json_t *j, tv *out);
 /* Decodes one code point at s[*i] (advancing *i); invalid bytes decode as themselves (one byte). */
 uint32_t u8_next(const char *s, size_t n, size_t *i);
 size_t u8_encode(uint32_t cp, char out[4]);
-size_t u8_len(const char *s, size_t n); /* code points */
+size_t u8_len(const char *s, size_t n);                     /* code points */
 size_t u8_offset(const char *s, size_t n, size_t cp_index); /* byte offset of a code point index */
-bool u_isspace(uint32_t cp);                                  /* Python str.isspace() */
+bool u_isspace(uint32_t cp);                                /* Python str.isspace() */
 uint32_t u_upper(uint32_t cp);
 uint32_t u_lower(uint32_t cp);
 bool u_iscased(uint32_t cp);
@@ -200,10 +219,32 @@ enum {
 /* Operators (tk.op) */
 enum {
     OP_NONE,
-    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_TILDE,
-    OP_LBRACKET, OP_RBRACKET, OP_LPAREN, OP_RPAREN, OP_LBRACE, OP_RBRACE,
-    OP_EQ, OP_NE, OP_GT, OP_GE, OP_LT, OP_LE, OP_ASSIGN,
-    OP_DOT, OP_COLON, OP_PIPE, OP_COMMA, OP_SEMICOLON,
+    OP_ADD,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV,
+    OP_FLOORDIV,
+    OP_MOD,
+    OP_POW,
+    OP_TILDE,
+    OP_LBRACKET,
+    OP_RBRACKET,
+    OP_LPAREN,
+    OP_RPAREN,
+    OP_LBRACE,
+    OP_RBRACE,
+    OP_EQ,
+    OP_NE,
+    OP_GT,
+    OP_GE,
+    OP_LT,
+    OP_LE,
+    OP_ASSIGN,
+    OP_DOT,
+    OP_COLON,
+    OP_PIPE,
+    OP_COMMA,
+    OP_SEMICOLON,
 };
 typedef struct ttoken {
     uint8_t type, op;
@@ -223,10 +264,39 @@ int tmpl_lex(tarena *a, const char *src, size_t n, ttokens *out, weft_err *err);
 /* ---------------------------------------------------------------- AST (parser.c) */
 enum {
     /* expressions */
-    N_CONST, N_NAME, N_GETATTR, N_GETITEM, N_SLICE, N_CALL, N_FILTER, N_TEST, N_NOT, N_NEG, N_POS,
-    N_BINOP, N_AND, N_OR, N_CONCAT, N_COMPARE, N_COND, N_LIST, N_TUPLE, N_DICT, N_NSREF,
+    N_CONST,
+    N_NAME,
+    N_GETATTR,
+    N_GETITEM,
+    N_SLICE,
+    N_CALL,
+    N_FILTER,
+    N_TEST,
+    N_NOT,
+    N_NEG,
+    N_POS,
+    N_BINOP,
+    N_AND,
+    N_OR,
+    N_CONCAT,
+    N_COMPARE,
+    N_COND,
+    N_LIST,
+    N_TUPLE,
+    N_DICT,
+    N_NSREF,
     /* statements */
-    N_DATA, N_PRINT, N_IF, N_FOR, N_SET, N_SETBLOCK, N_MACRO, N_BREAK, N_CONTINUE, N_WITH, N_FILTERBLOCK,
+    N_DATA,
+    N_PRINT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_SETBLOCK,
+    N_MACRO,
+    N_BREAK,
+    N_CONTINUE,
+    N_WITH,
+    N_FILTERBLOCK,
     N_BLOCK, /* a plain nested body ({% generation %}) */
 };
 /* N_COMPARE operators are stored per operand in ops[] using these codes (plus OP_EQ..OP_LE). */
@@ -236,17 +306,17 @@ struct tnode {
     uint16_t kind;
     uint16_t op; /* N_BINOP: OP_*; N_FILTER/N_TEST: builtin id */
     int line;
-    tv val;                 /* N_CONST; N_DATA text */
-    const char *name;       /* NAME, GETATTR, FILTER, TEST, NSREF (namespace), MACRO */
-    const char *name2;      /* NSREF attribute */
-    tnode *a, *b, *c;       /* children (meaning per kind, see parser.c) */
-    tnode **items;          /* args, list items, body */
+    tv val;            /* N_CONST; N_DATA text */
+    const char *name;  /* NAME, GETATTR, FILTER, TEST, NSREF (namespace), MACRO */
+    const char *name2; /* NSREF attribute */
+    tnode *a, *b, *c;  /* children (meaning per kind, see parser.c) */
+    tnode **items;     /* args, list items, body */
     size_t n;
-    tnode **items2;         /* kwarg values, else-body, dict values */
+    tnode **items2; /* kwarg values, else-body, dict values */
     size_t n2;
-    const char **knames;    /* kwarg names (n2) or macro parameter names (n3) */
+    const char **knames; /* kwarg names (n2) or macro parameter names (n3) */
     size_t n3;
-    uint16_t *ops;          /* N_COMPARE: operator per operand in items */
+    uint16_t *ops; /* N_COMPARE: operator per operand in items */
 };
 
 /* Parses tokens into a statement list (the template body). -1 on error (err set). */

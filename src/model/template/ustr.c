@@ -78,8 +78,8 @@ size_t u8_offset(const char *s, size_t n, size_t cp_index) {
 /* ---------------------------------------------------------------- character classes */
 bool u_isspace(uint32_t c) {
     if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f);
-    return c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
-           c == 0x202f || c == 0x205f || c == 0x3000;
+    return c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
+           c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
 /* Simple one-to-one case pairs: ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic. */
@@ -141,7 +141,8 @@ bool u_isprintable(uint32_t c) {
     if ((c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) || (c >= 0x205f && c <= 0x2064) ||
         (c >= 0x2066 && c <= 0x206f) || c == 0x3000)
         return false;
-    if ((c >= 0xd800 && c <= 0xf8ff) || c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb) || c == 0xfffe || c == 0xffff)
+    if ((c >= 0xd800 && c <= 0xf8ff) || c == 0xfeff || (c >= 0xfff9 && c <= 0xfffb) || c == 0xfffe ||
+        c == 0xffff)
         return false;
     if (c == 0x110bd || c == 0x110cd || (c >= 0x1bca0 && c <= 0x1bca3) || (c >= 0x1d173 && c <= 0x1d17a))
         return false;
@@ -163,7 +164,8 @@ void py_float_repr(tbuf *b, double f) {
         tb_puts(b, signbit(f) ? "-0.0" : "0.0");
         return;
     }
-    /* Shortest correctly rounded digit string that reads back as f (Python's repr, float_repr_style 'short'). */
+    /* Shortest correctly rounded digit string that reads back as f (Python's repr, float_repr_style 'short').
+     */
     char buf[48];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*e", prec - 1, f);
@@ -189,8 +191,10 @@ void py_float_repr(tbuf *b, double f) {
         if (e >= 0) {
             for (int k = 0; k <= e; k++) tb_putc(b, (size_t)k < nd ? dig[k] : '0');
             tb_putc(b, '.');
-            if ((size_t)(e + 1) < nd) tb_put(b, dig + e + 1, nd - (size_t)(e + 1));
-            else tb_putc(b, '0');
+            if ((size_t)(e + 1) < nd)
+                tb_put(b, dig + e + 1, nd - (size_t)(e + 1));
+            else
+                tb_putc(b, '0');
         } else {
             tb_puts(b, "0.");
             for (int k = 0; k < -e - 1; k++) tb_putc(b, '0');
@@ -214,21 +218,38 @@ static void json_str(tbuf *b, const char *s, size_t n, bool ascii) {
         size_t st = i;
         uint32_t c = u8_next(s, n, &i);
         switch (c) {
-        case '"': tb_puts(b, "\\\""); continue;
-        case '\\': tb_puts(b, "\\\\"); continue;
-        case '\n': tb_puts(b, "\\n"); continue;
-        case '\r': tb_puts(b, "\\r"); continue;
-        case '\t': tb_puts(b, "\\t"); continue;
-        case '\b': tb_puts(b, "\\b"); continue;
-        case '\f': tb_puts(b, "\\f"); continue;
-        default: break;
+        case '"':
+            tb_puts(b, "\\\"");
+            continue;
+        case '\\':
+            tb_puts(b, "\\\\");
+            continue;
+        case '\n':
+            tb_puts(b, "\\n");
+            continue;
+        case '\r':
+            tb_puts(b, "\\r");
+            continue;
+        case '\t':
+            tb_puts(b, "\\t");
+            continue;
+        case '\b':
+            tb_puts(b, "\\b");
+            continue;
+        case '\f':
+            tb_puts(b, "\\f");
+            continue;
+        default:
+            break;
         }
         if (c < 0x20 || (ascii && c >= 0x7f)) {
             if (c >= 0x10000) {
                 uint32_t v = c - 0x10000;
                 tb_printf(b, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
-            } else tb_printf(b, "\\u%04x", c);
-        } else tb_put(b, s + st, i - st);
+            } else
+                tb_printf(b, "\\u%04x", c);
+        } else
+            tb_put(b, s + st, i - st);
     }
     tb_putc(b, '"');
 }
@@ -241,11 +262,19 @@ static void json_newline(tbuf *b, const tjson_opts *o, int level) {
 /* Python converts non-string keys: True -> "true", None -> "null", numbers by repr. */
 static int json_key(trender *r, const tv *k, tv *out) {
     switch (k->t) {
-    case TV_STR: *out = *k; return 0;
-    case TV_BOOL: *out = tv_strn(k->u.i ? "true" : "false", k->u.i ? 4 : 5); return 0;
-    case TV_NONE: *out = tv_strn("null", 4); return 0;
+    case TV_STR:
+        *out = *k;
+        return 0;
+    case TV_BOOL:
+        *out = tv_strn(k->u.i ? "true" : "false", k->u.i ? 4 : 5);
+        return 0;
+    case TV_NONE:
+        *out = tv_strn("null", 4);
+        return 0;
     case TV_INT:
-    case TV_FLOAT: *out = tv_stringify(r, k); return r->failed ? -1 : 0;
+    case TV_FLOAT:
+        *out = tv_stringify(r, k);
+        return r->failed ? -1 : 0;
     default:
         return tr_fail(r, "keys must be str, int, float, bool or None, not %s", tv_typename(k->t, k->flags));
     }
@@ -254,17 +283,30 @@ static int json_key(trender *r, const tv *k, tv *out) {
 static int json_impl(trender *r, tbuf *b, const tv *v, const tjson_opts *o, int level) {
     if (level > 256) return tr_fail(r, "tojson: nesting too deep");
     switch (v->t) {
-    case TV_NONE: tb_puts(b, "null"); return 0;
-    case TV_BOOL: tb_puts(b, v->u.i ? "true" : "false"); return 0;
-    case TV_INT: tb_printf(b, "%" PRId64, v->u.i); return 0;
-    case TV_FLOAT:
-        if (isnan(v->u.f)) tb_puts(b, "NaN");
-        else if (isinf(v->u.f)) tb_puts(b, v->u.f < 0 ? "-Infinity" : "Infinity");
-        else py_float_repr(b, v->u.f);
+    case TV_NONE:
+        tb_puts(b, "null");
         return 0;
-    case TV_STR: json_str(b, v->u.s.p, v->u.s.n, o->ensure_ascii); return 0;
+    case TV_BOOL:
+        tb_puts(b, v->u.i ? "true" : "false");
+        return 0;
+    case TV_INT:
+        tb_printf(b, "%" PRId64, v->u.i);
+        return 0;
+    case TV_FLOAT:
+        if (isnan(v->u.f))
+            tb_puts(b, "NaN");
+        else if (isinf(v->u.f))
+            tb_puts(b, v->u.f < 0 ? "-Infinity" : "Infinity");
+        else
+            py_float_repr(b, v->u.f);
+        return 0;
+    case TV_STR:
+        json_str(b, v->u.s.p, v->u.s.n, o->ensure_ascii);
+        return 0;
     case TV_LIST: {
         const tlist *l = v->u.l;
+        if (v->flags & TVF_LAZY)
+            return tr_fail(r, "Object of type %s is not JSON serializable", tv_typename(v->t, v->flags));
         if (l->n == 0) {
             tb_puts(b, "[]");
             return 0;
@@ -325,7 +367,8 @@ static int json_impl(trender *r, tbuf *b, const tv *v, const tjson_opts *o, int 
         tb_putc(b, '}');
         return 0;
     }
-    default: return tr_fail(r, "Object of type %s is not JSON serializable", tv_typename(v->t, v->flags));
+    default:
+        return tr_fail(r, "Object of type %s is not JSON serializable", tv_typename(v->t, v->flags));
     }
 }
 

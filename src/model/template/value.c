@@ -83,8 +83,12 @@ void tb_put(tbuf *b, const char *s, size_t n) {
     b->n += n;
     b->p[b->n] = 0;
 }
-void tb_puts(tbuf *b, const char *s) { tb_put(b, s, strlen(s)); }
-void tb_putc(tbuf *b, char c) { tb_put(b, &c, 1); }
+void tb_puts(tbuf *b, const char *s) {
+    tb_put(b, s, strlen(s));
+}
+void tb_putc(tbuf *b, char c) {
+    tb_put(b, &c, 1);
+}
 void tb_printf(tbuf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
@@ -129,8 +133,8 @@ int tr_fail(trender *r, const char *fmt, ...) {
 int tr_oom(trender *r) {
     if (r->failed) return -1;
     r->failed = true;
-    weft_err_set(r->err, WEFT_ENOMEM, "chat template line %d: out of memory (render limit %zu bytes)", r->line,
-                 r->ar.limit);
+    weft_err_set(r->err, WEFT_ENOMEM, "chat template line %d: out of memory (render limit %zu bytes)",
+                 r->line, r->ar.limit);
     return -1;
 }
 
@@ -142,7 +146,8 @@ tv tv_undef_named(const char *name, size_t n, int objtype) {
 }
 
 int tr_undef_error(trender *r, const tv *u) {
-    if (u->utype == TV_UNDEF) return tr_fail(r, "'%.*s' is undefined", (int)u->u.s.n, u->u.s.p ? u->u.s.p : "");
+    if (u->utype == TV_UNDEF)
+        return tr_fail(r, "'%.*s' is undefined", (int)u->u.s.n, u->u.s.p ? u->u.s.p : "");
     return tr_fail(r, "'%s object' has no attribute '%.*s'", tv_typename(u->utype, 0), (int)u->u.s.n,
                    u->u.s.p ? u->u.s.p : "");
 }
@@ -251,19 +256,30 @@ tv tv_str_concat(trender *r, tv a, tv b) {
 bool tv_truthy(const tv *v) {
     switch (v->t) {
     case TV_UNDEF:
-    case TV_NONE: return false;
+    case TV_NONE:
+        return false;
     case TV_BOOL:
-    case TV_INT: return v->u.i != 0;
-    case TV_FLOAT: return v->u.f != 0.0;
-    case TV_STR: return v->u.s.n != 0;
-    case TV_LIST: return v->u.l->n != 0;
-    case TV_DICT: return v->u.d->n != 0;
-    default: return true;
+    case TV_INT:
+        return v->u.i != 0;
+    case TV_FLOAT:
+        return v->u.f != 0.0;
+    case TV_STR:
+        return v->u.s.n != 0;
+    case TV_LIST:
+        return (v->flags & TVF_GEN) || v->u.l->n != 0; /* a generator object is always true */
+    case TV_DICT:
+        return v->u.d->n != 0;
+    default:
+        return true;
     }
 }
 
-bool tv_is_number(const tv *v) { return v->t == TV_INT || v->t == TV_FLOAT || v->t == TV_BOOL; }
-double tv_num(const tv *v) { return v->t == TV_FLOAT ? v->u.f : (double)v->u.i; }
+bool tv_is_number(const tv *v) {
+    return v->t == TV_INT || v->t == TV_FLOAT || v->t == TV_BOOL;
+}
+double tv_num(const tv *v) {
+    return v->t == TV_FLOAT ? v->u.f : (double)v->u.i;
+}
 
 bool tv_equal(const tv *a, const tv *b) {
     if (tv_is_number(a) && tv_is_number(b)) {
@@ -273,10 +289,23 @@ bool tv_equal(const tv *a, const tv *b) {
     if (a->t != b->t) return false;
     switch (a->t) {
     case TV_UNDEF:
-    case TV_NONE: return true;
-    case TV_STR: return a->u.s.n == b->u.s.n && (a->u.s.n == 0 || memcmp(a->u.s.p, b->u.s.p, a->u.s.n) == 0);
+    case TV_NONE:
+        return true;
+    case TV_STR:
+        return a->u.s.n == b->u.s.n && (a->u.s.n == 0 || memcmp(a->u.s.p, b->u.s.p, a->u.s.n) == 0);
     case TV_LIST:
-        if ((a->flags & TVF_TUPLE) != (b->flags & TVF_TUPLE) || a->u.l->n != b->u.l->n) return false;
+        if ((a->flags & TVF_KIND) != (b->flags & TVF_KIND)) return false;
+        if (a->flags & (TVF_GEN | TVF_VALUES)) return a->u.l == b->u.l; /* compared by identity */
+        if (a->u.l->n != b->u.l->n) return false;
+        if (a->flags & (TVF_ITEMS | TVF_KEYS)) { /* set-like views */
+            for (size_t i = 0; i < a->u.l->n; i++) {
+                bool found = false;
+                for (size_t j = 0; j < b->u.l->n && !found; j++)
+                    found = tv_equal(&a->u.l->v[i], &b->u.l->v[j]);
+                if (!found) return false;
+            }
+            return true;
+        }
         for (size_t i = 0; i < a->u.l->n; i++)
             if (!tv_equal(&a->u.l->v[i], &b->u.l->v[i])) return false;
         return true;
@@ -287,10 +316,14 @@ bool tv_equal(const tv *a, const tv *b) {
             if (!o || !tv_equal(&a->u.d->v[i], o)) return false;
         }
         return true;
-    case TV_NS: return a->u.d == b->u.d;
-    case TV_MACRO: return a->u.mc == b->u.mc;
-    case TV_FUNC: return a->u.i == b->u.i;
-    default: return false;
+    case TV_NS:
+        return a->u.d == b->u.d;
+    case TV_MACRO:
+        return a->u.mc == b->u.mc;
+    case TV_FUNC:
+        return a->u.i == b->u.i;
+    default:
+        return false;
     }
 }
 
@@ -305,10 +338,13 @@ int tv_compare(trender *r, const tv *a, const tv *b, int *cmp) {
     if (a->t == TV_UNDEF) return tr_undef_error(r, a);
     if (b->t == TV_UNDEF) return tr_undef_error(r, b);
     if (tv_is_number(a) && tv_is_number(b)) {
-        if (a->t != TV_FLOAT && b->t != TV_FLOAT) *cmp = a->u.i < b->u.i ? -1 : a->u.i > b->u.i;
+        if (a->t != TV_FLOAT && b->t != TV_FLOAT)
+            *cmp = a->u.i < b->u.i ? -1 : a->u.i > b->u.i;
         else {
             double x = tv_num(a), y = tv_num(b);
-            *cmp = x < y ? -1 : x > y ? 1 : 0; /* NaN compares equal here; Python says False for both < and > */
+            *cmp = x < y   ? -1
+                   : x > y ? 1
+                           : 0; /* NaN compares equal here; Python says False for both < and > */
         }
         return 0;
     }
@@ -317,7 +353,8 @@ int tv_compare(trender *r, const tv *a, const tv *b, int *cmp) {
         *cmp = bytecmp(a->u.s.p, a->u.s.n, b->u.s.p, b->u.s.n);
         return 0;
     }
-    if (a->t == TV_LIST && b->t == TV_LIST && (a->flags & TVF_TUPLE) == (b->flags & TVF_TUPLE)) {
+    if (a->t == TV_LIST && b->t == TV_LIST && (a->flags & TVF_KIND) == (b->flags & TVF_KIND) &&
+        !(a->flags & TVF_LAZY)) {
         size_t n = a->u.l->n < b->u.l->n ? a->u.l->n : b->u.l->n;
         for (size_t i = 0; i < n; i++) {
             if (tv_equal(&a->u.l->v[i], &b->u.l->v[i])) continue;
@@ -326,25 +363,43 @@ int tv_compare(trender *r, const tv *a, const tv *b, int *cmp) {
         *cmp = a->u.l->n < b->u.l->n ? -1 : a->u.l->n > b->u.l->n;
         return 0;
     }
-    return tr_fail(r, "ordering not supported between instances of '%s' and '%s'", tv_typename(a->t, a->flags),
-                   tv_typename(b->t, b->flags));
+    return tr_fail(r, "ordering not supported between instances of '%s' and '%s'",
+                   tv_typename(a->t, a->flags), tv_typename(b->t, b->flags));
 }
 
 const char *tv_typename(int t, unsigned flags) {
     switch (t) {
-    case TV_UNDEF: return "Undefined";
-    case TV_NONE: return "NoneType";
-    case TV_BOOL: return "bool";
-    case TV_INT: return "int";
-    case TV_FLOAT: return "float";
-    case TV_STR: return "str";
-    case TV_LIST: return (flags & TVF_TUPLE) ? "tuple" : "list";
-    case TV_DICT: return "dict";
-    case TV_NS: return "Namespace";
-    case TV_MACRO: return "Macro";
-    case TV_LOOP: return "LoopContext";
-    case TV_CYCLER: return "Cycler";
-    default: return "function";
+    case TV_UNDEF:
+        return "Undefined";
+    case TV_NONE:
+        return "NoneType";
+    case TV_BOOL:
+        return "bool";
+    case TV_INT:
+        return "int";
+    case TV_FLOAT:
+        return "float";
+    case TV_STR:
+        return "str";
+    case TV_LIST:
+        return (flags & TVF_TUPLE)    ? "tuple"
+               : (flags & TVF_GEN)    ? "generator"
+               : (flags & TVF_ITEMS)  ? "dict_items"
+               : (flags & TVF_KEYS)   ? "dict_keys"
+               : (flags & TVF_VALUES) ? "dict_values"
+                                      : "list";
+    case TV_DICT:
+        return "dict";
+    case TV_NS:
+        return "Namespace";
+    case TV_MACRO:
+        return "Macro";
+    case TV_LOOP:
+        return "LoopContext";
+    case TV_CYCLER:
+        return "Cycler";
+    default:
+        return "function";
     }
 }
 
@@ -360,14 +415,22 @@ static void repr_str(tbuf *b, const char *s, size_t n) {
         if (c == (uint32_t)q || c == '\\') {
             tb_putc(b, '\\');
             tb_putc(b, (char)c);
-        } else if (c == '\t') tb_puts(b, "\\t");
-        else if (c == '\n') tb_puts(b, "\\n");
-        else if (c == '\r') tb_puts(b, "\\r");
-        else if (c < 0x20 || c == 0x7f) tb_printf(b, "\\x%02x", c);
-        else if (c < 0x7f || u_isprintable(c)) tb_put(b, s + st, i - st);
-        else if (c <= 0xff) tb_printf(b, "\\x%02x", c);
-        else if (c <= 0xffff) tb_printf(b, "\\u%04x", c);
-        else tb_printf(b, "\\U%08x", c);
+        } else if (c == '\t')
+            tb_puts(b, "\\t");
+        else if (c == '\n')
+            tb_puts(b, "\\n");
+        else if (c == '\r')
+            tb_puts(b, "\\r");
+        else if (c < 0x20 || c == 0x7f)
+            tb_printf(b, "\\x%02x", c);
+        else if (c < 0x7f || u_isprintable(c))
+            tb_put(b, s + st, i - st);
+        else if (c <= 0xff)
+            tb_printf(b, "\\x%02x", c);
+        else if (c <= 0xffff)
+            tb_printf(b, "\\u%04x", c);
+        else
+            tb_printf(b, "\\U%08x", c);
     }
     tb_putc(b, q);
 }
@@ -378,9 +441,19 @@ static void repr_impl(tbuf *b, const tv *v, int depth) {
         return;
     }
     switch (v->t) {
-    case TV_STR: repr_str(b, v->u.s.p, v->u.s.n); return;
+    case TV_STR:
+        repr_str(b, v->u.s.p, v->u.s.n);
+        return;
     case TV_LIST: {
         bool tup = v->flags & TVF_TUPLE;
+        if (v->flags & TVF_GEN) { /* Python prints an address here; there is nothing stable to match */
+            tb_puts(b, "<generator object>");
+            return;
+        }
+        if (v->flags & TVF_LAZY) {
+            tb_puts(b, tv_typename(TV_LIST, v->flags));
+            tb_putc(b, '(');
+        }
         tb_putc(b, tup ? '(' : '[');
         for (size_t i = 0; i < v->u.l->n; i++) {
             if (i) tb_puts(b, ", ");
@@ -388,6 +461,7 @@ static void repr_impl(tbuf *b, const tv *v, int depth) {
         }
         if (tup && v->u.l->n == 1) tb_putc(b, ',');
         tb_putc(b, tup ? ')' : ']');
+        if (v->flags & TVF_LAZY) tb_putc(b, ')');
         return;
     }
     case TV_DICT:
@@ -403,28 +477,55 @@ static void repr_impl(tbuf *b, const tv *v, int depth) {
         tb_putc(b, '}');
         if (v->t == TV_NS) tb_putc(b, '>');
         return;
-    case TV_UNDEF: tb_puts(b, "Undefined"); return;
-    default: tv_to_str(b, v); return;
+    case TV_UNDEF:
+        tb_puts(b, "Undefined");
+        return;
+    default:
+        tv_to_str(b, v);
+        return;
     }
 }
 
-void tv_repr(tbuf *b, const tv *v) { repr_impl(b, v, 0); }
+void tv_repr(tbuf *b, const tv *v) {
+    repr_impl(b, v, 0);
+}
 
 void tv_to_str(tbuf *b, const tv *v) {
     switch (v->t) {
-    case TV_UNDEF: return;
-    case TV_NONE: tb_puts(b, "None"); return;
-    case TV_BOOL: tb_puts(b, v->u.i ? "True" : "False"); return;
-    case TV_INT: tb_printf(b, "%" PRId64, v->u.i); return;
-    case TV_FLOAT: py_float_repr(b, v->u.f); return;
-    case TV_STR: tb_put(b, v->u.s.p, v->u.s.n); return;
+    case TV_UNDEF:
+        return;
+    case TV_NONE:
+        tb_puts(b, "None");
+        return;
+    case TV_BOOL:
+        tb_puts(b, v->u.i ? "True" : "False");
+        return;
+    case TV_INT:
+        tb_printf(b, "%" PRId64, v->u.i);
+        return;
+    case TV_FLOAT:
+        py_float_repr(b, v->u.f);
+        return;
+    case TV_STR:
+        tb_put(b, v->u.s.p, v->u.s.n);
+        return;
     case TV_LIST:
     case TV_DICT:
-    case TV_NS: repr_impl(b, v, 0); return;
-    case TV_MACRO: tb_printf(b, "<Macro '%s'>", v->u.mc->name); return;
-    case TV_LOOP: tb_printf(b, "<LoopContext %zu/%zu>", v->u.lp->i + 1, v->u.lp->n); return;
-    case TV_METHOD: tb_printf(b, "<built-in method %s>", v->u.m->name); return;
-    default: tb_puts(b, "<function>"); return;
+    case TV_NS:
+        repr_impl(b, v, 0);
+        return;
+    case TV_MACRO:
+        tb_printf(b, "<Macro '%s'>", v->u.mc->name);
+        return;
+    case TV_LOOP:
+        tb_printf(b, "<LoopContext %zu/%zu>", v->u.lp->i + 1, v->u.lp->n);
+        return;
+    case TV_METHOD:
+        tb_printf(b, "<built-in method %s>", v->u.m->name);
+        return;
+    default:
+        tb_puts(b, "<function>");
+        return;
     }
 }
 
@@ -471,11 +572,23 @@ int tv_from_json(trender *r, const json_t *j, tv *out) {
         *out = tv_list(l, 0);
         return 0;
     }
-    case JSON_STRING: *out = tv_strn(json_string_value(j), json_string_length(j)); return 0;
-    case JSON_INTEGER: *out = tv_int((int64_t)json_integer_value(j)); return 0;
-    case JSON_REAL: *out = tv_float(json_real_value(j)); return 0;
-    case JSON_TRUE: *out = tv_bool(true); return 0;
-    case JSON_FALSE: *out = tv_bool(false); return 0;
-    default: *out = tv_none(); return 0;
+    case JSON_STRING:
+        *out = tv_strn(json_string_value(j), json_string_length(j));
+        return 0;
+    case JSON_INTEGER:
+        *out = tv_int((int64_t)json_integer_value(j));
+        return 0;
+    case JSON_REAL:
+        *out = tv_float(json_real_value(j));
+        return 0;
+    case JSON_TRUE:
+        *out = tv_bool(true);
+        return 0;
+    case JSON_FALSE:
+        *out = tv_bool(false);
+        return 0;
+    default:
+        *out = tv_none();
+        return 0;
     }
 }

@@ -57,8 +57,9 @@ static weft_status find_matches(enc *c, int step, const pcre2_code *re, const ch
             if (rc < 0) {
                 PCRE2_UCHAR msg[120];
                 pcre2_get_error_message(rc, msg, sizeof msg);
-                return weft_err_set(c->err, WEFT_EINTERNAL, "tokenizer: pre-tokenizer regex failed on %zu bytes: %s",
-                                    n, (const char *)msg);
+                return weft_err_set(c->err, WEFT_EINTERNAL,
+                                    "tokenizer: pre-tokenizer regex failed on %zu bytes: %s", n,
+                                    (const char *)msg);
             }
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
             ms = ov[0];

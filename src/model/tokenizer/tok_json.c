@@ -136,8 +136,9 @@ static weft_status load_model(const tok_jctx *c, weft_tokenizer *t, json_t *mode
     if (!*in_model) return oom(c);
     tok_buf ab = {0};
     const char *k;
+    size_t kl;
     json_t *v;
-    json_object_foreach(vocab, k, v) {
+    json_object_keylen_foreach(vocab, k, kl, v) {
         int32_t id = (int32_t)json_integer_value(v);
         if ((*in_model)[id]) {
             tok_buf_free(&ab);
@@ -145,8 +146,7 @@ static weft_status load_model(const tok_jctx *c, weft_tokenizer *t, json_t *mode
         }
         (*in_model)[id] = 1;
         t->attr[id] = WEFT_TOKEN_NORMAL;
-        /* json_object_foreach keys are NUL-terminated; keys with an embedded NUL cannot come from jansson */
-        if (tok_set_text(t, &ab, id, k, strlen(k))) {
+        if (tok_set_text(t, &ab, id, k, kl)) {
             tok_buf_free(&ab);
             return oom(c);
         }

@@ -160,13 +160,13 @@ static weft_status norm_utf8proc(const char *s, size_t n, int options, tok_buf *
 }
 
 /* Rust char::to_lowercase: the simple mapping, except U+0130 which lowercases to "i\u0307". */
-static weft_status norm_lower(const char *s, size_t n, tok_buf *out) {
+static weft_status norm_lower(const char *s, size_t n, tok_buf *out, weft_err *err) {
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0;
     while (i < n) {
         uint32_t cp;
         size_t bad, k = tok_utf8_next(u + i, n - i, &cp, &bad);
-        if (!k) return WEFT_EINTERNAL; /* input was sanitized */
+        if (!k) return weft_err_set(err, WEFT_EINTERNAL, "tokenizer: Lowercase got ill-formed UTF-8");
         char tmp[8];
         size_t m;
         if (cp == 0x130) {
@@ -263,7 +263,9 @@ weft_status tok_normalize(const struct weft_tokenizer *t, const char *s, size_t 
         return tok_buf_put(out, s, n) ? weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory") : WEFT_OK;
     tok_buf a = {0}, b = {0};
     weft_status st = tok_buf_put(&a, s, n);
-    for (int i = 0; i < t->n_norm && !st; i++) {
+    /* normalizers map empty text to empty text (Prepend included; a Replace regex that matches the empty
+     * string aside), so stop there */
+    for (int i = 0; i < t->n_norm && !st && a.n > 0; i++) {
         const tok_norm *nm = &t->norm[i];
         b.n = 0;
         switch (nm->kind) {
@@ -280,7 +282,7 @@ weft_status tok_normalize(const struct weft_tokenizer *t, const char *s, size_t 
             st = norm_utf8proc(a.p, a.n, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, &b, err);
             break;
         case TOK_NORM_LOWER:
-            st = norm_lower(a.p, a.n, &b);
+            st = norm_lower(a.p, a.n, &b, err);
             break;
         case TOK_NORM_STRIP:
             st = norm_strip(nm, a.p, a.n, &b);
@@ -301,6 +303,7 @@ weft_status tok_normalize(const struct weft_tokenizer *t, const char *s, size_t 
     if (!st) st = tok_buf_put(out, a.p, a.n);
     tok_buf_free(&a);
     tok_buf_free(&b);
+    /* the helpers name every failure except running out of memory */
     if (st == WEFT_ENOMEM) return weft_err_set(err, WEFT_ENOMEM, "tokenizer: out of memory normalizing");
     return st;
 }

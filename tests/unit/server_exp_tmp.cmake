@@ -1,1 +1,0 @@
-weft_add_test(test_server_exp_tmp SOURCES test_server_exp_tmp.c test_server_fake.c test_server_client.c LIBS weft_server_core)
