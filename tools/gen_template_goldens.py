@@ -256,6 +256,7 @@ SNIPPETS = [
     ("{% if true +%}\nx{% endif %}", {}),
     ("x {# comment #}\ny\n  {# c2 #}\nz {#- c3 -#} w", {}),
     ("{% raw %}{{ not evaluated }}{% endraw %}|", {}),
+    ("a\n  {% raw %}\n  {{ x }}\n  {% endraw %}\nb|  {%- raw -%}  c  {%- endraw -%}  |{%+ raw %}d{% endraw +%}\ne", {}),
     ("line1\r\nline2\rline3\n", {}),
     ("\t{% for i in [1,2] %}\n\t{{ i }}\n\t{% endfor %}\n", {}),
     # literals, output of values (Python str/repr)

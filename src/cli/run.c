@@ -132,6 +132,9 @@ static void write_report(const cli_options *o, const int32_t *prompt, int n_prom
     json_object_set_new(r, "token_sha", json_string(sha));
     json_object_set_new(r, "text", json_stringn(text, strlen(text)));
     json_object_set_new(r, "finish_reason", json_string(reason));
+    json_object_set_new(r, "drafted", json_integer(rs->drafted));
+    json_object_set_new(r, "accepted", json_integer(rs->accepted));
+    json_object_set_new(r, "rounds", json_integer(rs->rounds));
     json_object_set_new(r, "timings",
                         json_pack("{s:f, s:f, s:f}", "load_s", load_s, "prefill_s", rs->prefill_seconds,
                                   "decode_s", rs->decode_seconds));
@@ -157,6 +160,7 @@ int cmd_run(const cli_options *o) {
     char *text = NULL;
     size_t text_len = 0, text_cap = 0;
     weft_backend be = {0};
+    weft_drafter drafter = {0};
     weft_engine *eng = NULL;
     weft_request_handle *h = NULL;
     weft_model_detok *dt = NULL;
@@ -190,7 +194,20 @@ int cmd_run(const cli_options *o) {
         rc = 2;
         goto out;
     }
-    weft_engine_config ec = {1, 0, 0, 0, ctx, m->cfg.eos_token_ids, m->cfg.n_eos, 0, NULL};
+    weft_engine_config ec = {.parallel = 1,
+                             .capacity = ctx,
+                             .eos_ids = m->cfg.eos_token_ids,
+                             .n_eos = m->cfg.n_eos,
+                             .max_draft = o->no_drafts ? 0 : 8};
+    if (!o->no_drafts) {
+        weft_copy_drafter_config dc = {.max_slots = 1, .capacity = ctx};
+        if (weft_copy_drafter_new(&dc, &drafter, &err)) {
+            fprintf(stderr, "weft: %s\n", err.msg);
+            rc = 2;
+            goto out;
+        }
+        ec.drafter = &drafter;
+    }
     if (weft_engine_new(&ec, &be, &eng, &err) || weft_engine_start(eng, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);
         rc = 2;
@@ -287,6 +304,7 @@ out:
     weft_model_detok_free(dt);
     weft_request_release(h);
     weft_engine_free(eng);
+    weft_drafter_free(&drafter);
     if (be.ops) be.ops->destroy(be.self);
     weft_model_free(m);
     free(prompt);

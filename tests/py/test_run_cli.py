@@ -127,3 +127,22 @@ def test_help_on_every_command():
     for cmd in ("serve", "run", "info", "capabilities", "bench"):
         p = run(cmd, "--help")
         assert p.stdout.startswith(f"usage: weft {cmd}")
+
+
+def test_drafts_never_change_the_reply(tmp_path):
+    """drafted == serial (SPEC §4.3.4) through the CLI: copy drafts on (default) vs --no-drafts, greedy and
+    seeded; a prompt that repeats a passage makes copy drafts get accepted."""
+    passage = "Lily went to the park. She saw a big red ball. She played with the ball all day. "
+    prompt = passage + passage + "Lily went to the"
+    accepted = 0
+    for extra in (["--temperature", "0"], ["--temperature", "0.8", "--top-p", "0.9", "--seed", "7"]):
+        reports = []
+        for drafts in ([], ["--no-drafts"]):
+            rp = tmp_path / f"r{len(reports)}.json"
+            run("run", "--prompt", prompt, "--max-tokens", "48", *extra, *drafts, "--report", str(rp))
+            reports.append(json.loads(rp.read_text()))
+        assert reports[0]["token_ids"] == reports[1]["token_ids"]
+        assert reports[0]["token_sha"] == reports[1]["token_sha"]
+        assert reports[1]["drafted"] == 0
+        accepted += reports[0]["accepted"]
+    assert accepted > 0

@@ -161,9 +161,94 @@ static void test_fixture(const char *name) {
     free_fixture(&f);
 }
 
+/* qwen3-chat*: vocabulary 151936, so only the last prompt row is stored in full, plus the top-64 ids and
+ * values of every row (SPEC §5.5). Read from ../shared (19 MB + tokenizer): skipped, saying why, when it is
+ * absent. */
+static void test_chat_fixture(const char *name) {
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        fprintf(stderr, "  %-24s SKIPPED: ../shared/fixtures is absent (too large for tests/data)\n", name);
+        return;
+    }
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%sfixtures/%s", shared, name);
+    weft_config cfg;
+    weft_err err = {0};
+    weft_tensor_set *ts = weft_tensor_set_new();
+    weft_checkpoint_info info;
+    CHECK_MSG(weft_config_load_dir(dir, &cfg, &err) == WEFT_OK, "%s", err.msg);
+    CHECK_MSG(weft_safetensors_load_checkpoint(dir, ts, &info, &err) == WEFT_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/golden.json", dir);
+    json_error_t je;
+    json_t *gj = json_load_file(path, 0, &je);
+    CHECK(gj != NULL);
+    if (!gj || err.code) {
+        weft_tensor_set_free(ts);
+        json_decref(gj);
+        return;
+    }
+    json_t *p = json_object_get(gj, "prompt_ids"), *gr = json_object_get(gj, "greedy_ids");
+    json_t *tid = json_object_get(gj, "logits_top64_ids"), *tval = json_object_get(gj, "logits_top64_values");
+    int np = (int)json_array_size(p), ng = (int)json_array_size(gr), T = np + ng;
+    int32_t ids[64];
+    for (int i = 0; i < np; i++) ids[i] = (int32_t)json_integer_value(json_array_get(p, i));
+    for (int i = 0; i < ng; i++) ids[np + i] = (int32_t)json_integer_value(json_array_get(gr, i));
+    const int64_t V = cfg.vocab_size;
+    weft_family_opts fo = {64, 64, info.is_mlx};
+    weft_family_model fm;
+    if (weft_family_create(&cfg, ts, &fo, &fm, &err) != WEFT_OK) {
+        CHECK_MSG(0, "%s: %s", name, err.msg);
+        weft_tensor_set_free(ts);
+        json_decref(gj);
+        return;
+    }
+    weft_pool *pool = weft_pool_new(2, fm.scratch_floats);
+    size_t sb = fm.ops->state_bytes(fm.self, 64);
+    void *states[1] = {malloc(sb)};
+    fm.ops->state_init(fm.self, states[0], 64);
+    float *logits = malloc((size_t)T * V * sizeof(float)), *last = malloc((size_t)V * sizeof(float));
+    run_rows(&fm, pool, states, 0, ids, 0, T, logits);
+    int bad = 0;
+    for (int r = 0; r < T; r++) {
+        json_t *ri = json_array_get(tid, (size_t)r), *rv = json_array_get(tval, (size_t)r);
+        for (size_t k = 0; k < json_array_size(ri); k++) {
+            int64_t id = json_integer_value(json_array_get(ri, k));
+            double ref = json_real_value(json_array_get(rv, k));
+            if (fabs(logits[r * V + id] - ref) > 1e-3 * fmax(1.0, fabs(ref))) bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d top-64 logits outside tolerance", name, bad);
+    snprintf(path, sizeof path, "%s/logits_last_prompt_row.f32", dir);
+    FILE *lf = fopen(path, "rb");
+    CHECK(lf && fread(last, sizeof(float), (size_t)V, lf) == (size_t)V);
+    if (lf) fclose(lf);
+    int bad_last = 0;
+    for (int64_t v = 0; v < V; v++)
+        if (fabs(logits[(np - 1) * V + v] - last[v]) > 1e-3 * fmax(1.0, fabs(last[v]))) bad_last++;
+    CHECK_MSG(bad_last == 0, "%s: %d logits of the last prompt row outside tolerance", name, bad_last);
+    for (int i = 0; i < ng; i++) {
+        const float *row = logits + (int64_t)(np - 1 + i) * V;
+        int best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (row[v] > row[best]) best = (int)v;
+        CHECK_MSG(best == ids[np + i], "%s: greedy step %d: %d != %d", name, i, best, ids[np + i]);
+    }
+    fprintf(stderr, "  %-24s top-64 and last-row logits within tolerance: %s\n", name,
+            bad || bad_last ? "NO" : "yes");
+    free(logits);
+    free(last);
+    free(states[0]);
+    weft_pool_free(pool);
+    fm.ops->destroy(fm.self);
+    weft_tensor_set_free(ts);
+    json_decref(gj);
+}
+
 int main(void) {
     const char *names[] = {"llama",          "llama-mlx-q4g64", "qwen3",          "qwen3-mlx-q4g64",
                            "llama-gguf-f16", "llama-gguf-q8_0", "llama-gguf-q4_0"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_fixture(names[i]);
+    test_chat_fixture("qwen3-chat");
+    test_chat_fixture("qwen3-chat-mlx-q4g64");
     return check_report("test_forward");
 }

@@ -262,7 +262,7 @@ int tmpl_call_func(trender *r, int fn, const targs *a, tv *out) {
     }
     case G_NAMESPACE:
     case G_DICT: {
-        tdict *d;
+        tdict *d = NULL;
         if (kw_dict(r, a, &d)) return -1;
         *out = (tv){.t = fn == G_DICT ? TV_DICT : TV_NS, .u.d = d};
         return 0;

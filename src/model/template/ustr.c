@@ -348,7 +348,7 @@ static int json_impl(trender *r, tbuf *b, const tv *v, const tjson_opts *o, int 
         }
         tb_putc(b, '{');
         for (size_t i = 0; i < d->n; i++) {
-            tv key;
+            tv key = tv_strn("", 0);
             if (json_key(r, &d->k[ord[i]], &key)) {
                 free(ord);
                 return -1;
