@@ -92,3 +92,7 @@ add_executable(bench_cuda_model ${CMAKE_SOURCE_DIR}/bench/cuda/model_bench.c)
 target_link_libraries(bench_cuda_model PRIVATE weft_cuda weft_format weft_sampler weft_util PkgConfig::JANSSON
                       Threads::Threads)
 target_link_options(bench_cuda_model PRIVATE ${WEFT_CUDA_STATIC_LINK})
+
+# The model layer picks the backend (src/model/model.c: `--backend cuda|auto`), so it links the CUDA backend and
+# sees WEFT_HAVE_CUDA (a PUBLIC definition of weft_cuda) when this file is included.
+target_link_libraries(weft_model PUBLIC weft_cuda)

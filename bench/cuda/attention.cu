@@ -65,11 +65,12 @@ void run_case(const Case &c, const int *positions, int n_rows) {
     CK(cudaMalloc(&scratch, weft_cu_attention_scratch_floats(n_rows, c.Hq, c.d, c.cap) * sizeof(float)));
     int max_pos = 0;
     for (int r = 0; r < n_rows; r++) max_pos = std::max(max_pos, positions[r]);
-    CK(weft_cu_attention(dq, dout, drows, n_rows, max_pos, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), scratch,
-                         c.cap, 0));
+    CK(weft_cu_attention(dq, dout, drows, n_rows, max_pos, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d),
+                         scratch, c.cap, 0));
     std::vector<float> out = dev_download(dout, q.size());
     double worst = 0;
-    for (int r = 0; r < n_rows; r++) worst = fmax(worst, ref_check(c, q, r % 2 ? cache1 : cache0, out, r, positions[r]));
+    for (int r = 0; r < n_rows; r++)
+        worst = fmax(worst, ref_check(c, q, r % 2 ? cache1 : cache0, out, r, positions[r]));
     EXPECT(worst < 1e-5, "attention %d/%d d=%d: worst %.3g", c.Hq, c.Hkv, c.d, worst);
     bool inv_ok = true;
     for (int r = 0; r < n_rows; r++) { // each row alone
@@ -101,14 +102,14 @@ void time_decode(const Case &c, int ctx, int n_rows) {
     float *scratch = nullptr;
     CK(cudaMalloc(&scratch, weft_cu_attention_scratch_floats(n_rows, c.Hq, c.d, c.cap) * sizeof(float)));
     double t = time_ms([&] {
-        weft_cu_attention(dq, dout, drows, n_rows, ctx - 1, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d), scratch,
-                          c.cap, 0);
+        weft_cu_attention(dq, dout, drows, n_rows, ctx - 1, c.Hq, c.Hkv, c.d, 0, 1.0f / sqrtf((float)c.d),
+                          scratch, c.cap, 0);
     });
     CK(cudaGetLastError());
     cudaFree(scratch);
     double bytes = 2.0 * ctx * c.Hkv * c.d * 4 * n_rows;
-    printf("attention decode %d/%d d=%d ctx=%-6d rows=%-3d %.3f ms  %.0f GB/s (KV bytes / time)\n", c.Hq, c.Hkv, c.d,
-           ctx, n_rows, t, bytes / t / 1e6);
+    printf("attention decode %d/%d d=%d ctx=%-6d rows=%-3d %.3f ms  %.0f GB/s (KV bytes / time)\n", c.Hq,
+           c.Hkv, c.d, ctx, n_rows, t, bytes / t / 1e6);
     cudaFree(kv);
     cudaFree(dq);
     cudaFree(dout);

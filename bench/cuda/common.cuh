@@ -13,24 +13,24 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(call)                                                                                                  \
-    do {                                                                                                          \
-        cudaError_t e_ = (call);                                                                                  \
-        if (e_ != cudaSuccess) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                \
-            exit(2);                                                                                              \
-        }                                                                                                         \
+#define CK(call)                                                                                             \
+    do {                                                                                                     \
+        cudaError_t e_ = (call);                                                                             \
+        if (e_ != cudaSuccess) {                                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));           \
+            exit(2);                                                                                         \
+        }                                                                                                    \
     } while (0)
 
 static int g_failures = 0;
-#define EXPECT(cond, ...)                                                                                         \
-    do {                                                                                                          \
-        if (!(cond)) {                                                                                            \
-            g_failures++;                                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-            fprintf(stderr, __VA_ARGS__);                                                                         \
-            fputc('\n', stderr);                                                                                  \
-        }                                                                                                         \
+#define EXPECT(cond, ...)                                                                                    \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            g_failures++;                                                                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
+            fprintf(stderr, __VA_ARGS__);                                                                    \
+            fputc('\n', stderr);                                                                             \
+        }                                                                                                    \
     } while (0)
 
 // xorshift64*: fast, reproducible host random numbers.
@@ -95,7 +95,8 @@ static inline float bf16_to_f32(uint16_t h) {
 static inline float f16_to_f32(uint16_t h) {
     uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, u;
     if (e == 0) {
-        if (!m) u = s;
+        if (!m)
+            u = s;
         else {
             e = 113;
             while (!(m & 1024)) {
@@ -104,8 +105,10 @@ static inline float f16_to_f32(uint16_t h) {
             }
             u = s | e << 23 | (m & 1023) << 13;
         }
-    } else if (e == 31) u = s | 0x7f800000u | m << 13;
-    else u = s | (e + 112) << 23 | m << 13;
+    } else if (e == 31)
+        u = s | 0x7f800000u | m << 13;
+    else
+        u = s | (e + 112) << 23 | m << 13;
     float f;
     memcpy(&f, &u, 4);
     return f;
@@ -124,8 +127,10 @@ static inline uint16_t f32_to_f16(float f) {
 }
 
 static inline int report(const char *name) {
-    if (g_failures) fprintf(stderr, "%s: %d checks FAILED\n", name, g_failures);
-    else fprintf(stderr, "%s: all checks passed\n", name);
+    if (g_failures)
+        fprintf(stderr, "%s: %d checks FAILED\n", name, g_failures);
+    else
+        fprintf(stderr, "%s: all checks passed\n", name);
     return g_failures ? 1 : 0;
 }
 

@@ -1,7 +1,7 @@
 // weft_cu_matmul and weft_cu_embed on every device weight layout:
 //   correctness: against a CPU reference (weights decoded with the CPU decoders' fp32 formulas, dot in fp64),
-//                relative L2 per output row <= 1e-5, and row invariance: every row of an M-row call equals the
-//                same row computed alone (M = 1) bit for bit, for M in {1, 3, 7, 16, 33, 256};
+//                relative L2 per output row <= 1e-5, and row invariance: every row of an M-row call equals
+//                the same row computed alone (M = 1) bit for bit, for M in {1, 3, 7, 16, 33, 256};
 //   timing:      M = 1 (decode: weight bytes / time = achieved bandwidth), M = 16 and M = 256.
 // Usage: bench_cuda_matmul [N K]   (default: the Llama-3.1-8B FFN shape 14336 x 4096, plus a check shape)
 #include "common.cuh"
@@ -28,7 +28,8 @@ const Layout kLayouts[] = {
     {"MLX8-g64-bf16", WEFT_CU_Q8, WEFT_CU_AFFINE, WEFT_CU_S_BF16, 64},
 };
 
-float scale_value(weft_cu_sdt sdt, const std::vector<uint16_t> &s16, const std::vector<float> &s32, size_t i) {
+float scale_value(weft_cu_sdt sdt, const std::vector<uint16_t> &s16, const std::vector<float> &s32,
+                  size_t i) {
     if (sdt == WEFT_CU_S_F32) return s32[i];
     return sdt == WEFT_CU_S_F16 ? f16_to_f32(s16[i]) : bf16_to_f32(s16[i]);
 }
@@ -144,8 +145,8 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
         }
         worst = fmax(worst, sqrt(num / fmax(den, 1e-300)));
     }
-    EXPECT(worst <= 1e-5, "%s %lldx%lld: relative L2 %.3g vs fp64 reference", L.name, (long long)N, (long long)K,
-           worst);
+    EXPECT(worst <= 1e-5, "%s %lldx%lld: relative L2 %.3g vs fp64 reference", L.name, (long long)N,
+           (long long)K, worst);
     int inv_bad = 0;
     for (int M : Ms) {
         CK(cudaMemset(dy, 0xff, (size_t)M * N * sizeof(float))); // poison: NaN everywhere
@@ -163,7 +164,8 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
     std::vector<float> e = dev_download(dy, (size_t)4 * K);
     bool emb_ok = true;
     for (int i = 0; i < 4; i++)
-        emb_ok &= !memcmp(e.data() + (size_t)i * K, W.ref.data() + (size_t)rows[i].token * K, K * sizeof(float));
+        emb_ok &=
+            !memcmp(e.data() + (size_t)i * K, W.ref.data() + (size_t)rows[i].token * K, K * sizeof(float));
     EXPECT(emb_ok, "%s: embedding rows differ from the CPU decoder", L.name);
     printf("%-14s %6lldx%-6lld relL2=%.1e invariance=%s embed=%s", L.name, (long long)N, (long long)K, worst,
            inv_bad ? "FAIL" : "ok", emb_ok ? "ok" : "FAIL");
@@ -171,8 +173,8 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
         double t1 = time_ms([&] { weft_cu_matmul(&W.w, dx, K, 1, dy, N, nullptr, 0, 0); });
         double t16 = time_ms([&] { weft_cu_matmul(&W.w, dx, K, 16, dy, N, nullptr, 0, 0); });
         double t256 = time_ms([&] { weft_cu_matmul(&W.w, dx, K, 256, dy, N, nullptr, 0, 0); }, 1, 5);
-        printf("  M=1 %.3f ms %6.0f GB/s | M=16 %.3f ms | M=256 %.2f ms %.1f TFLOP/s", t1, W.w.bytes / t1 / 1e6, t16,
-               t256, 2.0 * 256 * N * K / t256 / 1e9);
+        printf("  M=1 %.3f ms %6.0f GB/s | M=16 %.3f ms | M=256 %.2f ms %.1f TFLOP/s", t1,
+               W.w.bytes / t1 / 1e6, t16, t256, 2.0 * 256 * N * K / t256 / 1e9);
     }
     printf("\n");
     cudaFree(drows);

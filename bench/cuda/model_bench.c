@@ -16,7 +16,8 @@ typedef struct fill_job {
     uint8_t *p;
     size_t n;
     uint64_t seed;
-    int kind; /* 0 random bytes, 1 f16 small, 2 bf16 small, 3 q4_0 blocks, 4 const bf16 (scales), 5 bf16 bias */
+    int kind; /* 0 random bytes, 1 f16 small, 2 bf16 small, 3 q4_0 blocks, 4 const bf16 (scales), 5 bf16 bias
+               */
 } fill_job;
 
 static uint64_t xs(uint64_t *s) {
@@ -42,10 +43,14 @@ static void *fill_thread(void *arg) {
     }
     for (size_t i = 0; i + 8 <= j->n; i += 8) {
         uint64_t r = xs(&s);
-        if (j->kind == 1) r = (r & 0x83FF83FF83FF83FFull) | 0x2000200020002000ull;
-        else if (j->kind == 2) r = (r & 0x807F807F807F807Full) | 0x3C003C003C003C00ull;
-        else if (j->kind == 4) r = 0x3C233C233C233C23ull; /* bf16 0.00995 */
-        else if (j->kind == 5) r = 0xBDA3BDA3BDA3BDA3ull; /* bf16 -0.0796 */
+        if (j->kind == 1)
+            r = (r & 0x83FF83FF83FF83FFull) | 0x2000200020002000ull;
+        else if (j->kind == 2)
+            r = (r & 0x807F807F807F807Full) | 0x3C003C003C003C00ull;
+        else if (j->kind == 4)
+            r = 0x3C233C233C233C23ull; /* bf16 0.00995 */
+        else if (j->kind == 5)
+            r = 0xBDA3BDA3BDA3BDA3ull; /* bf16 -0.0796 */
         memcpy(j->p + i, &r, 8);
     }
     return NULL;
@@ -65,7 +70,8 @@ static void fill(uint8_t *p, size_t n, int kind, uint64_t seed) {
     for (int t = 0; t < NT; t++) pthread_join(th[t], NULL);
 }
 
-static int add_mat(weft_tensor_set *ts, const char *name, int64_t rows, int64_t cols, const char *fmt, uint64_t seed) {
+static int add_mat(weft_tensor_set *ts, const char *name, int64_t rows, int64_t cols, const char *fmt,
+                   uint64_t seed) {
     weft_tensor t = {0};
     t.name = name;
     t.ndim = 2;
@@ -88,7 +94,12 @@ static int add_mat(weft_tensor_set *ts, const char *name, int64_t rows, int64_t 
     }
     uint8_t *p = malloc(t.nbytes);
     if (!p) return 1;
-    fill(p, t.nbytes, t.dtype == WEFT_DT_Q4_0 ? 3 : t.dtype == WEFT_DT_F16 ? 1 : t.dtype == WEFT_DT_BF16 ? 2 : 0, seed);
+    fill(p, t.nbytes,
+         t.dtype == WEFT_DT_Q4_0   ? 3
+         : t.dtype == WEFT_DT_F16  ? 1
+         : t.dtype == WEFT_DT_BF16 ? 2
+                                   : 0,
+         seed);
     t.data = p;
     weft_tensor_set_own_memory(ts, p);
     if (t.dtype == WEFT_DT_MLX_AFFINE) {
@@ -140,12 +151,13 @@ int main(int argc, char **argv) {
     const char *fmt = argc > 1 ? argv[1] : "q4_0", *shape = argc > 2 ? argv[2] : "8b";
     const int P = argc > 3 ? atoi(argv[3]) : 512, G = argc > 4 ? atoi(argv[4]) : 128;
     const bool big = !strcmp(shape, "32b");
-    const int64_t H = big ? 5120 : 4096, I = big ? 25600 : 14336, L = big ? 64 : 32, Hq = big ? 40 : 32, Hkv = 8,
-                  d = 128, V = 128256;
+    const int64_t H = big ? 5120 : 4096, I = big ? 25600 : 14336, L = big ? 64 : 32, Hq = big ? 40 : 32,
+                  Hkv = 8, d = 128, V = 128256;
     char cfg_json[1024];
     snprintf(cfg_json, sizeof cfg_json,
              "{\"model_type\":\"llama\",\"vocab_size\":%lld,\"hidden_size\":%lld,\"intermediate_size\":%lld,"
-             "\"num_hidden_layers\":%lld,\"num_attention_heads\":%lld,\"num_key_value_heads\":%lld,\"head_dim\":128,"
+             "\"num_hidden_layers\":%lld,\"num_attention_heads\":%lld,\"num_key_value_heads\":%lld,\"head_"
+             "dim\":128,"
              "\"rms_norm_eps\":1e-5,\"max_position_embeddings\":131072,\"tie_word_embeddings\":false,"
              "\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
              "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
@@ -158,17 +170,17 @@ int main(int argc, char **argv) {
     }
     double t0 = weft_now();
     weft_tensor_set *ts = weft_tensor_set_new();
-    int bad = add_mat(ts, "model.embed_tokens.weight", V, H, fmt, 1) | add_mat(ts, "lm_head.weight", V, H, fmt, 2) |
-              add_ones(ts, "model.norm.weight", H);
+    int bad = add_mat(ts, "model.embed_tokens.weight", V, H, fmt, 1) |
+              add_mat(ts, "lm_head.weight", V, H, fmt, 2) | add_ones(ts, "model.norm.weight", H);
     static char names[64 * 9][96];
     int nn = 0;
     for (int64_t l = 0; l < L && !bad; l++) {
         const struct {
             const char *s;
             int64_t r, c;
-        } m[7] = {{"self_attn.q_proj.weight", Hq * d, H}, {"self_attn.k_proj.weight", Hkv * d, H},
+        } m[7] = {{"self_attn.q_proj.weight", Hq * d, H},  {"self_attn.k_proj.weight", Hkv * d, H},
                   {"self_attn.v_proj.weight", Hkv * d, H}, {"self_attn.o_proj.weight", H, Hq * d},
-                  {"mlp.gate_proj.weight", I, H},         {"mlp.up_proj.weight", I, H},
+                  {"mlp.gate_proj.weight", I, H},          {"mlp.up_proj.weight", I, H},
                   {"mlp.down_proj.weight", H, I}};
         for (int i = 0; i < 7; i++) {
             snprintf(names[nn], sizeof names[nn], "model.layers.%lld.%s", (long long)l, m[i].s);
@@ -176,7 +188,8 @@ int main(int argc, char **argv) {
         }
         snprintf(names[nn], sizeof names[nn], "model.layers.%lld.input_layernorm.weight", (long long)l);
         bad |= add_ones(ts, names[nn++], H);
-        snprintf(names[nn], sizeof names[nn], "model.layers.%lld.post_attention_layernorm.weight", (long long)l);
+        snprintf(names[nn], sizeof names[nn], "model.layers.%lld.post_attention_layernorm.weight",
+                 (long long)l);
         bad |= add_ones(ts, names[nn++], H);
     }
     if (bad) {
@@ -185,7 +198,8 @@ int main(int argc, char **argv) {
     }
     double t_fill = weft_now() - t0;
     const int cap = P + G + 16, max_slots = 64;
-    weft_cuda_backend_opts o = {0, max_slots, 256, cap > 128 ? cap : 128, 0, getenv("WEFT_NO_GRAPHS") != NULL};
+    weft_cuda_backend_opts o = {
+        0, max_slots, 256, cap > 128 ? cap : 128, 0, getenv("WEFT_NO_GRAPHS") != NULL};
     weft_backend be;
     t0 = weft_now();
     if (weft_cuda_backend_new(&cfg, ts, &o, &be, &err)) {
@@ -194,7 +208,8 @@ int main(int argc, char **argv) {
     }
     double t_up = weft_now() - t0;
     size_t wbytes = weft_cuda_backend_device_bytes(&be);
-    printf("model %s %s: %.2f GB on the device (fill %.1f s, upload %.1f s)\n", shape, fmt, wbytes / 1e9, t_fill, t_up);
+    printf("model %s %s: %.2f GB on the device (fill %.1f s, upload %.1f s)\n", shape, fmt, wbytes / 1e9,
+           t_fill, t_up);
 
     weft_sampling sp;
     weft_sampling_defaults(&sp);
@@ -225,7 +240,8 @@ int main(int argc, char **argv) {
     }
     be.ops->release(be.self, 0);
     double tps = G / t_dec;
-    printf("prefill %d tokens: %.0f tok/s | batch-1 decode %d tokens: %.1f tok/s, %.2f ms/token, weights %.0f GB/s "
+    printf("prefill %d tokens: %.0f tok/s | batch-1 decode %d tokens: %.1f tok/s, %.2f ms/token, weights "
+           "%.0f GB/s "
            "(%.0f%% of 4.6 TB/s)\n",
            P, P / t_pre, G, tps, 1e3 * t_dec / G, wbytes * tps / 1e9, 100.0 * wbytes * tps / 4.6e12);
 
@@ -243,7 +259,8 @@ int main(int argc, char **argv) {
         }
         double t = 0;
         for (int r = 0; r < 32; r++) {
-            for (int i = 0; i < S; i++) segs[i] = (weft_segment){i, 64 + r, 1, sseq[i], 64, 1, &sp, sdraw[i], NULL};
+            for (int i = 0; i < S; i++)
+                segs[i] = (weft_segment){i, 64 + r, 1, sseq[i], 64, 1, &sp, sdraw[i], NULL};
             t += forward_timed(&be, segs, S);
             for (int i = 0; i < S; i++) sseq[i][65 + r] = sdraw[i][0];
         }

@@ -1,5 +1,5 @@
-// weft_cu_rmsnorm, weft_cu_rope_store and weft_cu_swiglu: CPU references (the CPU backend's formulas), checks,
-// row invariance (a row alone == the same row among others, bit for bit) and timing.
+// weft_cu_rmsnorm, weft_cu_rope_store and weft_cu_swiglu: CPU references (the CPU backend's formulas),
+// checks, row invariance (a row alone == the same row among others, bit for bit) and timing.
 #include "common.cuh"
 #include "cuda_kernels.h"
 
@@ -50,7 +50,8 @@ void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent) {
     for (auto &x : k) x = rng.uniform();
     for (auto &x : v) x = rng.uniform();
     for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / pow(500000.0, (double)(2 * i) / rot));
-    float *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v), *dinv = dev_upload(inv), *kv = nullptr;
+    float *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v), *dinv = dev_upload(inv),
+          *kv = nullptr;
     CK(cudaMalloc(&kv, (size_t)L * 2 * cap * kvd * sizeof(float)));
     std::vector<weft_cu_row> rw(rows);
     for (int r = 0; r < rows; r++) rw[r] = weft_cu_row{kv, (r * 37) % cap, 0, cap, 0};
@@ -74,7 +75,8 @@ void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent) {
                 worst = fmax(worst, fmax(fabs(got[a] - ra), fabs(got[b] - rb)));
             }
         }
-        store_ok &= !memcmp(&cache[((size_t)(2 * layer + 1) * cap + pos) * kvd], &v[(size_t)r * kvd], kvd * 4);
+        store_ok &=
+            !memcmp(&cache[((size_t)(2 * layer + 1) * cap + pos) * kvd], &v[(size_t)r * kvd], kvd * 4);
     }
     EXPECT(worst < 2e-5 * (1 + cap / 1000.0), "rope: worst %.3g", worst);
     EXPECT(store_ok, "rope: V rows not stored");
@@ -101,7 +103,8 @@ void check_swiglu(int64_t n) {
     EXPECT(worst < 1e-6, "swiglu: worst %.3g", worst);
     CK(cudaMemcpy(dg, g.data(), n * 4, cudaMemcpyHostToDevice));
     double t = time_ms([&] { weft_cu_swiglu(dg, du, n, 0); });
-    printf("swiglu   n=%-9lld worst=%.1e  %.4f ms  %.0f GB/s\n", (long long)n, worst, t, 3.0 * n * 4 / t / 1e6);
+    printf("swiglu   n=%-9lld worst=%.1e  %.4f ms  %.0f GB/s\n", (long long)n, worst, t,
+           3.0 * n * 4 / t / 1e6);
     cudaFree(dg);
     cudaFree(du);
 }

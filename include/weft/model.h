@@ -45,15 +45,27 @@ void weft_model_free(weft_model *m);
 typedef struct weft_backend_opts {
     const char *kind; /* "cpu" (default), "cuda", "auto" */
     int threads;      /* CPU threads (0 = all cores) */
-    int max_slots;    /* streams open at once */
+    int max_slots;    /* streams open at once; 0 = auto: as many streams at max_context as fit (1..64) */
     int max_rows;     /* row budget of a forward */
-    int max_context;  /* positions per stream */
+    int max_context;  /* positions per stream; 0 = the model's context, lowered to what fits one stream */
 } weft_backend_opts;
+
+/* What weft_model_backend decided (SPEC §4.6). */
+typedef struct weft_backend_plan {
+    int slots;              /* streams open at once */
+    int context;            /* positions per stream */
+    size_t stream_bytes;    /* state bytes of one stream at `context` */
+    size_t available_bytes; /* memory available when planned (after the weights) */
+} weft_backend_plan;
 
 /* Builds the backend that runs m (the family resolves and checks every tensor here). m must outlive it;
  * destroy with out->ops->destroy(out->self). */
 weft_status weft_model_backend(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
                                weft_err *err);
+/* Same, also reporting the plan. An explicit max_slots whose streams do not fit is refused with WEFT_ENOMEM
+ * stating the numbers. plan may be NULL. */
+weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
+                                    weft_backend_plan *plan, weft_err *err);
 
 /* Context length the model was trained for (max_position_embeddings, or 4096 when unknown). */
 int weft_model_context(const weft_model *m);

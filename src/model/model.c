@@ -166,22 +166,52 @@ int weft_model_context(const weft_model *m) {
     return (int)n;
 }
 
-weft_status weft_model_backend(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
-                               weft_err *err) {
+/* Streams take at most this share of the memory available after the weights; the rest is left for the
+ * prompt cache, activations and the OS. */
+#define STREAM_SHARE 0.5
+
+weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
+                                    weft_backend_plan *plan, weft_err *err) {
     if (opts->kind && strcmp(opts->kind, "cpu") && strcmp(opts->kind, "auto"))
         return weft_err_set(err, WEFT_ENOTSUP, "backend '%s' is not available in this build (cpu only)",
                             opts->kind);
-    weft_family_opts fo = {opts->max_rows > 0 ? opts->max_rows : 256,
-                           opts->max_context > 0 ? opts->max_context : weft_model_context(m),
-                           m->format == WEFT_FORMAT_MLX};
+    int ctx = opts->max_context > 0 ? opts->max_context : weft_model_context(m);
+    weft_family_opts fo = {opts->max_rows > 0 ? opts->max_rows : 256, ctx, m->format == WEFT_FORMAT_MLX};
     weft_family_model fam;
     weft_status st = weft_family_create(&m->cfg, m->tensors, &fo, &fam, err);
     if (st) return st;
+    size_t avail = weft_mem_available(), budget = (size_t)((double)avail * STREAM_SHARE);
+    size_t per = fam.ops->state_bytes(fam.self, ctx);
+    if (opts->max_context <= 0 && avail)
+        while (per > budget && ctx > 256) { /* the trained context, lowered to what fits one stream */
+            ctx /= 2;
+            per = fam.ops->state_bytes(fam.self, ctx);
+        }
+    int slots = opts->max_slots;
+    if (slots <= 0) {
+        slots = avail && per ? (int)(budget / per) : 1;
+        if (slots > 64) slots = 64;
+        if (slots < 1) slots = 1;
+    }
+    if (avail && (double)per * slots > (double)budget) {
+        fam.ops->destroy(fam.self);
+        return weft_err_set(err, WEFT_ENOMEM,
+                            "%d streams of %d positions need %.1f MiB of state (%.1f MiB each) but only %.1f MiB "
+                            "(half of the %.1f MiB available) can hold streams; lower --parallel or --context",
+                            slots, ctx, (double)per * slots / 1048576.0, (double)per / 1048576.0,
+                            (double)budget / 1048576.0, (double)avail / 1048576.0);
+    }
+    if (plan) *plan = (weft_backend_plan){slots, ctx, per, avail};
     int threads = opts->threads;
     if (threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (int)n : 1;
     }
-    weft_cpu_backend_opts co = {threads, opts->max_slots > 0 ? opts->max_slots : 1};
+    weft_cpu_backend_opts co = {threads, slots};
     return weft_cpu_backend_new(fam, &co, out, err);
+}
+
+weft_status weft_model_backend(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
+                               weft_err *err) {
+    return weft_model_backend_plan(m, opts, out, NULL, err);
 }

@@ -1,9 +1,10 @@
 /* The CUDA backend on a GPU (run by tests/gpu/run.sh; CI builds it, never runs it): every llama/qwen3 fixture
- * against the HF logits (SPEC §5.5, fp32 path: |Δ| <= 1e-3·max(1, |ref|), greedy ids equal), then the exactness
- * invariants through the backend vtable, bit for bit (SPEC §4.3): 1-row steps == one whole call, chunks
- * interleaved with another stream == whole, caches equal, restored snapshot + rest == fresh, 16 concurrent
- * sampled streams == each alone, drafted windows with keep() == serial decoding; then admission refusals and
- * all device memory back after destroy. Prints one table line per fixture. Exit status 1 on any failure. */
+ * against the HF logits (SPEC §5.5, fp32 path: |Δ| <= 1e-3·max(1, |ref|), greedy ids equal), then the
+ * exactness invariants through the backend vtable, bit for bit (SPEC §4.3): 1-row steps == one whole call,
+ * chunks interleaved with another stream == whole, caches equal, restored snapshot + rest == fresh, 16
+ * concurrent sampled streams == each alone, drafted windows with keep() == serial decoding; then admission
+ * refusals and all device memory back after destroy. Prints one table line per fixture. Exit status 1 on any
+ * failure. */
 #include "check.h"
 #include "weft/cuda_backend.h"
 #include "weft/gguf.h"
@@ -14,7 +15,7 @@
 #include <stdlib.h>
 
 #define CAP 64
-#define NS 16 /* concurrent streams */
+#define NS  16 /* concurrent streams */
 
 typedef struct fixture {
     weft_config cfg;
@@ -41,7 +42,8 @@ static bool load_fixture(const char *dir, fixture *f) {
         }
     } else {
         weft_checkpoint_info info;
-        if (weft_config_load_dir(dir, &f->cfg, &err) || weft_safetensors_load_checkpoint(dir, f->ts, &info, &err)) {
+        if (weft_config_load_dir(dir, &f->cfg, &err) ||
+            weft_safetensors_load_checkpoint(dir, f->ts, &info, &err)) {
             CHECK_MSG(0, "%s: %s", dir, err.msg);
             return false;
         }
@@ -56,7 +58,8 @@ static bool load_fixture(const char *dir, fixture *f) {
     f->n_greedy = (int)json_array_size(gr);
     if (f->n_prompt + f->n_greedy > CAP - 16) f->n_greedy = CAP - 16 - f->n_prompt;
     for (int i = 0; i < f->n_prompt; i++) f->ids[i] = (int32_t)json_integer_value(json_array_get(p, i));
-    for (int i = 0; i < f->n_greedy; i++) f->ids[f->n_prompt + i] = (int32_t)json_integer_value(json_array_get(gr, i));
+    for (int i = 0; i < f->n_greedy; i++)
+        f->ids[f->n_prompt + i] = (int32_t)json_integer_value(json_array_get(gr, i));
     json_decref(gj);
     size_t n = (size_t)(f->n_prompt + f->n_greedy) * (size_t)f->cfg.vocab_size;
     f->ref = malloc(n * sizeof(float));
@@ -76,7 +79,8 @@ static void free_fixture(fixture *f) {
     free(f->ref);
 }
 
-/* Feeds seq[a, b) into slot, drawing every row with settings sp; logits of the rows into out (may be NULL). */
+/* Feeds seq[a, b) into slot, drawing every row with settings sp; logits of the rows into out (may be NULL).
+ */
 static bool feed(weft_backend *be, int slot, const int32_t *seq, int a, int b, const weft_sampling *sp,
                  int32_t *draws, float *out) {
     weft_segment s = {slot, a, b - a, seq, 0, b - a, sp, draws, NULL};
@@ -98,12 +102,12 @@ static void open_slot(weft_backend *be, int slot) {
 }
 
 /* Decodes `steps` sampled tokens for each stream of `n` after their prompts. Concurrent mode feeds every
- * stream in the same forwards (prompts in chunks of 1 + stream index % 5 rows); solo mode one stream at a time.
- * seqs[i] holds prompt (plen[i]) then the reply. */
+ * stream in the same forwards (prompts in chunks of 1 + stream index % 5 rows); solo mode one stream at a
+ * time. seqs[i] holds prompt (plen[i]) then the reply. */
 static void decode_streams(weft_backend *be, int n, int32_t seqs[][CAP], const int *plen, int steps,
                            const weft_sampling *sp, bool concurrent) {
     weft_segment segs[NS];
-    int32_t draws[NS][CAP];
+    int32_t draws[NS][CAP] = {{0}};
     weft_err err = {0};
     for (int i = 0; i < n; i++) open_slot(be, i);
     if (!concurrent) {
@@ -129,7 +133,8 @@ static void decode_streams(weft_backend *be, int n, int32_t seqs[][CAP], const i
                 if (fed[i] < plen[i]) {
                     int c = 1 + i % 5, rows = fed[i] + c < plen[i] ? c : plen[i] - fed[i];
                     bool last = fed[i] + rows == plen[i];
-                    segs[ns++] = (weft_segment){i, fed[i], rows, seqs[i], plen[i], last ? 1 : 0, &sp[i], draws[i], NULL};
+                    segs[ns++] = (weft_segment){i,      fed[i],   rows, seqs[i], plen[i], last ? 1 : 0,
+                                                &sp[i], draws[i], NULL};
                 } else {
                     segs[ns++] = (weft_segment){i, fed[i], 1, seqs[i], plen[i], 1, &sp[i], draws[i], NULL};
                 }
@@ -148,8 +153,8 @@ static void decode_streams(weft_backend *be, int n, int32_t seqs[][CAP], const i
 
 /* Drafted decoding: windows of the pending token + up to 3 drafts taken from `serial` (every third draft
  * corrupted), keep() after each; the committed tokens must equal serial. */
-static void drafted_stream(weft_backend *be, const int32_t *serial, int plen, int steps, const weft_sampling *sp,
-                           int32_t *out) {
+static void drafted_stream(weft_backend *be, const int32_t *serial, int plen, int steps,
+                           const weft_sampling *sp, int32_t *out) {
     weft_err err = {0};
     int32_t seq[CAP], draws[CAP];
     memcpy(seq, serial, (size_t)plen * sizeof *seq);
@@ -296,7 +301,8 @@ static void test_fixture(const char *name) {
     decode_streams(&be, NS, solo, plen, steps, sp, false);
     decode_streams(&be, NS, conc, plen, steps, sp, true);
     int conc_bad = 0;
-    for (int i = 0; i < NS; i++) conc_bad += memcmp(solo[i], conc[i], (size_t)(plen[i] + steps) * sizeof(int32_t)) != 0;
+    for (int i = 0; i < NS; i++)
+        conc_bad += memcmp(solo[i], conc[i], (size_t)(plen[i] + steps) * sizeof(int32_t)) != 0;
     CHECK_MSG(conc_bad == 0, "%s: %d of %d concurrent streams differ from solo", name, conc_bad, NS);
     int draft_bad = 0;
     for (int i = 1; i < 4; i++) {
@@ -315,12 +321,14 @@ static void test_fixture(const char *name) {
     size_t free1 = 0;
     cudaMemGetInfo(&free1, &total);
     /* everything freed: free memory back to within 8 MiB of where it was (the runtime's own pools aside) */
-    CHECK_MSG(free1 + ((size_t)8 << 20) >= free0, "%s: %zu bytes not returned after destroy", name, free0 - free1);
-    fprintf(stderr, "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s steps=%s chunks=%s caches=%s "
-                    "resumed=%s 16conc=%s drafted=%s  %s\n",
-            name, (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE", steps_eq ? "eq" : "NE",
-            chunks_eq ? "eq" : "NE",
-            caches_eq ? "eq" : "NE", resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq", draft_bad ? "NE" : "eq",
+    CHECK_MSG(free1 + ((size_t)8 << 20) >= free0, "%s: %zu bytes not returned after destroy", name,
+              free0 - free1);
+    fprintf(stderr,
+            "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s steps=%s chunks=%s caches=%s "
+            "resumed=%s 16conc=%s drafted=%s  %s\n",
+            name, (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE",
+            steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE", caches_eq ? "eq" : "NE",
+            resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq", draft_bad ? "NE" : "eq",
             check_failures_ == fails0 ? "PASS" : "FAIL");
     free(whole);
     free(other);
@@ -345,11 +353,12 @@ static void test_refusal(void) {
 
 int main(void) {
     if (weft_cuda_device_count() <= 0) {
-        fprintf(stderr, "test_cuda_backend: no CUDA device visible; run on the GPU machine (tests/gpu/run.sh)\n");
+        fprintf(stderr,
+                "test_cuda_backend: no CUDA device visible; run on the GPU machine (tests/gpu/run.sh)\n");
         return 1;
     }
-    const char *names[] = {"llama", "llama-mlx-q4g64", "qwen3", "qwen3-mlx-q4g64", "llama-gguf-f16",
-                           "llama-gguf-q8_0", "llama-gguf-q4_0"};
+    const char *names[] = {"llama",          "llama-mlx-q4g64", "qwen3",          "qwen3-mlx-q4g64",
+                           "llama-gguf-f16", "llama-gguf-q8_0", "llama-gguf-q4_0"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_fixture(names[i]);
     test_refusal();
     return check_report("test_cuda_backend");

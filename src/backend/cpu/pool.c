@@ -1,25 +1,51 @@
 /* A fixed pthread pool. One job at a time: the caller publishes (fn, ctx, n_tasks), workers and the caller
  * take task indices from a shared counter until none are left. Which thread runs which task does not matter
- * for the results, because tasks write disjoint outputs and never split a reduction. */
+ * for the results, because tasks write disjoint outputs and never split a reduction.
+ *
+ * Why it spins: a forward runs a few hundred jobs per token (7 matmuls and an attention per layer), each a
+ * few microseconds to a millisecond long. Waking a sleeping worker through a condition variable costs tens
+ * to hundreds of microseconds (more on a loaded machine), which alone capped decode at ~20 tok/s on
+ * SmolLM2-135M. So workers poll for the next job for a while (SPIN_SECONDS) before sleeping, and the caller
+ * waits for the job's last task, not for every worker to check in: a worker that was descheduled during a
+ * short job simply finds no task left when it runs again.
+ *
+ * The claim counter packs (job generation << 32 | next task index), so a late worker holding an old job can
+ * never take a task of the next job: its compare-and-swap fails once the generation has moved on. */
 #include "weft/cpu.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* How long an idle worker polls for the next job before sleeping on the condition variable: longer than the
+ * gaps between jobs inside a forward (norms, RoPE, sampling), short enough not to burn a core between
+ * requests. */
+#define SPIN_SECONDS 0.002
 
 struct weft_pool {
     int n_threads;
     pthread_t *threads; /* [n_threads - 1] workers */
     float **scratch;    /* [n_threads] each scratch_floats */
     pthread_mutex_t mu;
-    pthread_cond_t start_cv, done_cv;
-    uint64_t generation; /* bumped per job */
-    int running;         /* workers still inside the current job */
-    int quit;
-    weft_task_fn fn;
-    void *ctx;
-    int64_t n_tasks;
-    _Atomic int64_t next;
+    pthread_cond_t start_cv;
+    /* the published job; fn/ctx/n_tasks are read only after seeing `generation`, and validated by `claim` */
+    _Atomic(weft_task_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n_tasks;
+    _Atomic uint64_t generation; /* bumped per job (low 32 bits are what `claim` carries) */
+    _Atomic uint64_t claim;      /* generation << 32 | next task index */
+    _Atomic int64_t done;        /* tasks of the current job finished */
+    _Atomic int sleepers;        /* workers blocked on start_cv */
+    _Atomic int quit;
 };
 
 typedef struct worker_arg {
@@ -27,11 +53,27 @@ typedef struct worker_arg {
     int index;
 } worker_arg;
 
-static void drain(weft_pool *p, float *scratch) {
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Takes and runs tasks of job `gen` until none are left (or the job is over). */
+static void drain(weft_pool *p, uint64_t gen, float *scratch) {
+    const uint64_t tag = (gen & 0xFFFFFFFFu) << 32;
+    weft_task_fn fn = atomic_load_explicit(&p->fn, memory_order_acquire);
+    void *ctx = atomic_load_explicit(&p->ctx, memory_order_acquire);
+    const int64_t n = atomic_load_explicit(&p->n_tasks, memory_order_acquire);
+    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
-        int64_t t = atomic_fetch_add(&p->next, 1);
-        if (t >= p->n_tasks) break;
-        p->fn(p->ctx, t, scratch);
+        if ((c & 0xFFFFFFFF00000000u) != tag || (int64_t)(c & 0xFFFFFFFFu) >= n) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue; /* c was reloaded */
+        fn(ctx, (int64_t)(c & 0xFFFFFFFFu), scratch);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        c = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
 }
 
@@ -40,18 +82,30 @@ static void *worker(void *arg) {
     weft_pool *p = wa->p;
     float *scratch = p->scratch[wa->index];
     free(wa);
-    uint64_t seen = 0;
-    pthread_mutex_lock(&p->mu);
+    uint64_t seen = atomic_load(&p->generation);
     for (;;) {
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->start_cv, &p->mu);
-        if (p->quit) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
-        drain(p, scratch);
-        pthread_mutex_lock(&p->mu);
-        if (--p->running == 0) pthread_cond_signal(&p->done_cv);
+        /* poll, then sleep */
+        uint64_t g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g == seen && !atomic_load(&p->quit)) {
+            double t0 = now_s();
+            for (int spins = 1; g == seen && !atomic_load_explicit(&p->quit, memory_order_relaxed); spins++) {
+                CPU_RELAX();
+                g = atomic_load_explicit(&p->generation, memory_order_acquire);
+                if ((spins & 63) == 0 && now_s() - t0 > SPIN_SECONDS) break;
+            }
+        }
+        if (g == seen && !atomic_load(&p->quit)) {
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit))
+                pthread_cond_wait(&p->start_cv, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) break;
+        seen = g;
+        drain(p, g, scratch);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -69,7 +123,6 @@ weft_pool *weft_pool_new(int n_threads, size_t scratch_floats) {
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->start_cv, NULL);
-    pthread_cond_init(&p->done_cv, NULL);
     for (int i = 1; i < n_threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         if (!wa) {
@@ -97,14 +150,13 @@ fail:
 void weft_pool_free(weft_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    atomic_store(&p->quit, 1);
     pthread_cond_broadcast(&p->start_cv);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i - 1], NULL);
     for (int i = 0; i < p->n_threads; i++) free(p->scratch[i]);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->start_cv);
-    pthread_cond_destroy(&p->done_cv);
     free(p->scratch);
     free(p->threads);
     free(p);
@@ -120,17 +172,26 @@ void weft_pool_run(weft_pool *p, int64_t n_tasks, weft_task_fn fn, void *ctx) {
         for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, p->scratch[0]);
         return;
     }
-    pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store(&p->next, 0);
-    p->running = p->n_threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->start_cv);
-    pthread_mutex_unlock(&p->mu);
-    drain(p, p->scratch[0]);
-    pthread_mutex_lock(&p->mu);
-    while (p->running > 0) pthread_cond_wait(&p->done_cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    /* Every task of the previous job has finished (we waited for them), so nobody reads fn/ctx/n_tasks of a
+     * live job while they change; a late worker that loads them mixed fails its claim (stale generation). */
+    uint64_t gen = atomic_load(&p->generation) + 1;
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->claim, (gen & 0xFFFFFFFFu) << 32, memory_order_release);
+    atomic_store(&p->generation, gen); /* seq_cst: ordered before the sleepers check below */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->start_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    drain(p, gen, p->scratch[0]);
+    /* wait for tasks other threads are still running */
+    for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks; spins++) {
+        if (spins < 4096)
+            CPU_RELAX();
+        else
+            sched_yield(); /* a worker holding a task may be waiting for this core */
+    }
 }

@@ -1,9 +1,10 @@
 // Causal GQA attention over fixed key blocks aligned to absolute positions (cuda_kernels.h).
 //
-// Kernel 1, one block per (row, kv head, span of WEFT_CU_ATTN_SPAN·KB keys): warp w takes key block w of the span
-// (lane t = key t of the block) for the G = Hq/Hkv query heads of the kv head:
+// Kernel 1, one block per (row, kv head, span of WEFT_CU_ATTN_SPAN·KB keys): warp w takes key block w of the
+// span (lane t = key t of the block) for the G = Hq/Hkv query heads of the kv head:
 //   s_t = (q·k_t)·scale (fmaf over the head dims in order), m_b = max_t s_t, p_t = exp(s_t − m_b),
-//   l_b = Σ p_t (xor-shuffle tree), o_b = Σ_t p_t·v_t (fmaf over the block's KB slots in order, p = 0 past pos);
+//   l_b = Σ p_t (xor-shuffle tree), o_b = Σ_t p_t·v_t (fmaf over the block's KB slots in order, p = 0 past
+//   pos);
 // then the span's blocks are folded in ascending order (online-softmax rescale, fold() below) into the span's
 // (m, l, o). A row whose keys fit one span writes o / l; otherwise the span partials go to scratch and
 // kernel 2 folds them in ascending order, then writes o / l. Folding one span into an empty total returns it
@@ -17,7 +18,8 @@ namespace {
 constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN, kThreads = 32 * SPAN;
 constexpr int kGMax = 8; // query heads of a kv head handled together (registers); more are taken 8 at a time
 
-// (m, l, o) ⊕ (m2, l2, o2): m' = max(m, m2), ca = e^(m−m'), cb = e^(m2−m'), l' = l·ca + l2·cb, o' = o·ca + o2·cb.
+// (m, l, o) ⊕ (m2, l2, o2): m' = max(m, m2), ca = e^(m−m'), cb = e^(m2−m'), l' = l·ca + l2·cb, o' = o·ca +
+// o2·cb.
 struct Fold {
     float m, l, o;
     __device__ __forceinline__ void add(float m2, float l2, float o2) {
@@ -42,8 +44,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // Shared memory: q [G·d], block partials ob [SPAN][G·d], mb/lb [SPAN][G].
 __global__ void __launch_bounds__(kThreads)
-    attn_span_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows, int Hq, int Hkv,
-                     int d, int layer, float scale, float *scratch, int max_spans) {
+    attn_span_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows, int Hq,
+                     int Hkv, int d, int layer, float scale, float *scratch, int max_spans) {
     extern __shared__ float sm[];
     const int r = blockIdx.x, j = blockIdx.y, span = blockIdx.z, t = threadIdx.x, lane = t & 31, w = t >> 5;
     const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d;
@@ -90,9 +92,10 @@ __global__ void __launch_bounds__(kThreads)
                     lb[w * G + g0 + gg] = l;
                 }
             }
-            // o_b over all KB key slots in order (slots past nv have p = 0 and read a clamped, written row), so
-            // the loop has a fixed trip count and its loads can all be in flight at once; every lane runs every
-            // step (the shuffles need the whole warp), lanes past d read a clamped column and store nothing.
+            // o_b over all KB key slots in order (slots past nv have p = 0 and read a clamped, written row),
+            // so the loop has a fixed trip count and its loads can all be in flight at once; every lane runs
+            // every step (the shuffles need the whole warp), lanes past d read a clamped column and store
+            // nothing.
             for (int c0 = 0; c0 < d; c0 += 32) {
                 const int c = c0 + lane, cc = c < d ? c : d - 1;
                 float o[kGMax];
@@ -137,7 +140,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-// One block per (row, query head) of rows whose keys span more than one span: folds the span partials in order.
+// One block per (row, query head) of rows whose keys span more than one span: folds the span partials in
+// order.
 __global__ void attn_combine_kernel(float *Out, const weft_cu_row *__restrict__ rows, int Hq, int d,
                                     const float *__restrict__ scratch, int max_spans) {
     const int r = blockIdx.x, h = blockIdx.y;
@@ -162,21 +166,24 @@ extern "C" size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, in
     return (size_t)n_rows * (size_t)Hq * (size_t)spans * (size_t)(d + 2);
 }
 
-extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos,
-                                         int Hq, int Hkv, int d, int layer, float scale, float *scratch,
-                                         int max_context, cudaStream_t stream) {
+extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n,
+                                         int max_pos, int Hq, int Hkv, int d, int layer, float scale,
+                                         float *scratch, int max_context, cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
     if (Hkv <= 0 || Hq % Hkv || d <= 0 || d > 256 || d % 4 || (Hq / Hkv) * d > 1024 || max_pos >= max_context)
         return cudaErrorInvalidValue;
-    const int G = Hq / Hkv, spans = max_pos / (SPAN * KB) + 1, max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
+    const int G = Hq / Hkv, spans = max_pos / (SPAN * KB) + 1,
+              max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
     const size_t smem = sizeof(float) * ((size_t)G * d * (1 + SPAN) + (size_t)2 * SPAN * G);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_span_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e =
+            cudaFuncSetAttribute(attn_span_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
     attn_span_kernel<<<dim3((unsigned)n, (unsigned)Hkv, (unsigned)spans), kThreads, smem, stream>>>(
         q, out, rows, Hq, Hkv, d, layer, scale, scratch, max_spans);
-    if (spans > 1) attn_combine_kernel<<<dim3((unsigned)n, (unsigned)Hq), d < 128 ? 32 : 128, 0, stream>>>(
-        out, rows, Hq, d, scratch, max_spans);
+    if (spans > 1)
+        attn_combine_kernel < <<dim3((unsigned)n, (unsigned)Hq), d<128 ? 32 : 128, 0, stream>>>(
+                                  out, rows, Hq, d, scratch, max_spans);
     return cudaGetLastError();
 }

@@ -1,5 +1,6 @@
 /* The CUDA backend (weft/cuda_backend.h): creation with device-memory admission, weight upload, stream slots
- * with device KV caches, keep/release, prompt-cache snapshots, memory report, destroy. forward.c runs rounds. */
+ * with device KV caches, keep/release, prompt-cache snapshots, memory report, destroy. forward.c runs rounds.
+ */
 #include "cuda_model.h"
 
 #include "weft/cpu.h"
@@ -41,17 +42,18 @@ static weft_status cu_open(void *self, int slot, int capacity, weft_err *err) {
         return weft_err_set(err, WEFT_EINVAL, "capacity %d outside [1, %d]", capacity, b->max_context);
     size_t bytes = cu_kv_bytes(b, capacity), avail = device_free(b);
     if (bytes > avail)
-        return weft_err_set(err, WEFT_ENOMEM,
-                            "cuda: a stream of %d positions needs %.1f MiB of KV cache; %.1f MiB of device memory is "
-                            "free beyond the %.1f MiB reserve",
-                            capacity, MIB(bytes), MIB(avail), MIB(b->reserve));
+        return weft_err_set(
+            err, WEFT_ENOMEM,
+            "cuda: a stream of %d positions needs %.1f MiB of KV cache; %.1f MiB of device memory is "
+            "free beyond the %.1f MiB reserve",
+            capacity, MIB(bytes), MIB(avail), MIB(b->reserve));
     CU_TRY(cudaSetDevice(b->dev), "selecting the device");
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return weft_err_set(err, WEFT_ENOMEM, "cuda: cannot allocate %.1f MiB of KV cache for slot %d: %s", MIB(bytes),
-                            slot, cudaGetErrorString(e));
+        return weft_err_set(err, WEFT_ENOMEM, "cuda: cannot allocate %.1f MiB of KV cache for slot %d: %s",
+                            MIB(bytes), slot, cudaGetErrorString(e));
     }
     b->kv[slot] = p;
     b->cap[slot] = capacity;
@@ -186,10 +188,11 @@ static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_t
             const char *suffix;
             weft_cu_weight *w;
             int64_t rows, cols;
-        } want[7] = {{"self_attn.q_proj.weight", &ly->wq, qd, H},  {"self_attn.k_proj.weight", &ly->wk, kvd, H},
-                     {"self_attn.v_proj.weight", &ly->wv, kvd, H}, {"self_attn.o_proj.weight", &ly->wo, H, qd},
-                     {"mlp.gate_proj.weight", &ly->wg, I, H},      {"mlp.up_proj.weight", &ly->wu, I, H},
-                     {"mlp.down_proj.weight", &ly->wd, H, I}};
+        } want[7] = {
+            {"self_attn.q_proj.weight", &ly->wq, qd, H},  {"self_attn.k_proj.weight", &ly->wk, kvd, H},
+            {"self_attn.v_proj.weight", &ly->wv, kvd, H}, {"self_attn.o_proj.weight", &ly->wo, H, qd},
+            {"mlp.gate_proj.weight", &ly->wg, I, H},      {"mlp.up_proj.weight", &ly->wu, I, H},
+            {"mlp.down_proj.weight", &ly->wd, H, I}};
         for (int i = 0; i < 7; i++) {
             char nm[160];
             snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, want[i].suffix);
@@ -203,7 +206,8 @@ static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_t
     return WEFT_OK;
 }
 
-static weft_status upload_vectors(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts, weft_err *err) {
+static weft_status upload_vectors(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts,
+                                  weft_err *err) {
     weft_status st;
     const weft_tensor *fn = need(ts, "model.norm.weight", err);
     if (!fn) return WEFT_EFORMAT;
@@ -212,12 +216,12 @@ static weft_status upload_vectors(cu_backend *b, const weft_config *cfg, const w
     for (int64_t l = 0; l < b->L; l++) {
         cu_layer *ly = &b->layers[l];
         char nm[160];
-#define VEC(suffix, n, dst, required)                                                                             \
-    do {                                                                                                          \
-        snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix);                                    \
-        const weft_tensor *t_ = weft_tensor_set_get(ts, nm);                                                      \
-        if (!t_ && (required)) return weft_err_set(err, WEFT_EFORMAT, "missing tensor %s", nm);                   \
-        if ((st = cu_vec_upload(t_, n, dst, &b->allocs, err))) return st;                                         \
+#define VEC(suffix, n, dst, required)                                                                        \
+    do {                                                                                                     \
+        snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix);                               \
+        const weft_tensor *t_ = weft_tensor_set_get(ts, nm);                                                 \
+        if (!t_ && (required)) return weft_err_set(err, WEFT_EFORMAT, "missing tensor %s", nm);              \
+        if ((st = cu_vec_upload(t_, n, dst, &b->allocs, err))) return st;                                    \
     } while (0)
         VEC("input_layernorm.weight", b->H, &ly->attn_norm, true);
         VEC("post_attention_layernorm.weight", b->H, &ly->ffn_norm, true);
@@ -239,10 +243,17 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     struct {
         void **p;
         size_t bytes;
-    } acts[] = {{(void **)&b->x, R * H * f},   {(void **)&b->xb, R * H * f},  {(void **)&b->q, R * qd * f},
-                {(void **)&b->k, R * kvd * f}, {(void **)&b->v, R * kvd * f}, {(void **)&b->att, R * qd * f},
-                {(void **)&b->g, R * I * f},   {(void **)&b->u, R * I * f},   {(void **)&b->logits, R * V * f},
-                {(void **)&b->d_rows, R * sizeof(weft_cu_row)},             {(void **)&b->d_outrows, R * sizeof(int)},
+    } acts[] = {{(void **)&b->x, R * H * f},
+                {(void **)&b->xb, R * H * f},
+                {(void **)&b->q, R * qd * f},
+                {(void **)&b->k, R * kvd * f},
+                {(void **)&b->v, R * kvd * f},
+                {(void **)&b->att, R * qd * f},
+                {(void **)&b->g, R * I * f},
+                {(void **)&b->u, R * I * f},
+                {(void **)&b->logits, R * V * f},
+                {(void **)&b->d_rows, R * sizeof(weft_cu_row)},
+                {(void **)&b->d_outrows, R * sizeof(int)},
                 {(void **)&b->attn_scratch,
                  weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f}};
     weft_status st;
@@ -256,16 +267,17 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
 
 static size_t activation_bytes(const cu_backend *b) {
     const size_t R = (size_t)b->max_rows;
-    return R * sizeof(float) *
-               (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
+    return R * sizeof(float) * (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
            R * (sizeof(weft_cu_row) + sizeof(int)) +
-           weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * sizeof(float);
+           weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) *
+               sizeof(float);
 }
 
 static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts,
                           const weft_cuda_backend_opts *opts, weft_err *err) {
     if (cfg->family != WEFT_FAMILY_LLAMA && cfg->family != WEFT_FAMILY_QWEN3)
-        return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: model family %s is not supported (llama, qwen3)",
+        return weft_err_set(err, WEFT_ENOTSUP,
+                            "cuda backend: model family %s is not supported (llama, qwen3)",
                             weft_family_name(cfg->family));
     b->H = cfg->hidden_size;
     b->Hq = cfg->n_heads;
@@ -275,14 +287,17 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     b->V = cfg->vocab_size;
     b->L = cfg->n_layers;
     b->eps = (float)cfg->rms_norm_eps;
-    if (b->H <= 0 || b->Hq <= 0 || b->Hkv <= 0 || b->d <= 0 || b->I <= 0 || b->V <= 0 || b->L <= 0 || b->Hq % b->Hkv)
-        return weft_err_set(err, WEFT_EFORMAT, "config: invalid shape (hidden %lld, heads %lld/%lld, head_dim %lld)",
+    if (b->H <= 0 || b->Hq <= 0 || b->Hkv <= 0 || b->d <= 0 || b->I <= 0 || b->V <= 0 || b->L <= 0 ||
+        b->Hq % b->Hkv)
+        return weft_err_set(err, WEFT_EFORMAT,
+                            "config: invalid shape (hidden %lld, heads %lld/%lld, head_dim %lld)",
                             (long long)b->H, (long long)b->Hq, (long long)b->Hkv, (long long)b->d);
     if (b->d > 256 || b->d % 4 || (b->Hq / b->Hkv) * b->d > 1024)
-        return weft_err_set(err, WEFT_ENOTSUP,
-                            "cuda backend: head_dim %lld with %lld query heads per kv head (head_dim a multiple of 4, "
-                            "at most 256; heads per kv head x head_dim at most 1024)",
-                            (long long)b->d, (long long)(b->Hq / b->Hkv));
+        return weft_err_set(
+            err, WEFT_ENOTSUP,
+            "cuda backend: head_dim %lld with %lld query heads per kv head (head_dim a multiple of 4, "
+            "at most 256; heads per kv head x head_dim at most 1024)",
+            (long long)b->d, (long long)(b->Hq / b->Hkv));
     int ndev = weft_cuda_device_count();
     if (ndev <= 0) return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: no CUDA device is visible");
     if (opts->device < 0 || opts->device >= ndev)
@@ -314,11 +329,11 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     size_t avail = device_free(b), need_bytes = wbytes + b->act_bytes;
     if (need_bytes > avail) {
         free(mats);
-        return weft_err_set(err, WEFT_ENOMEM,
-                            "cuda: the model needs %.1f MiB of device memory (weights %.1f MiB, activations for %d "
-                            "rows %.1f MiB); %.1f MiB is free beyond the %.1f MiB reserve",
-                            MIB(need_bytes), MIB(wbytes), b->max_rows, MIB(b->act_bytes), MIB(avail),
-                            MIB(b->reserve));
+        return weft_err_set(
+            err, WEFT_ENOMEM,
+            "cuda: the model needs %.1f MiB of device memory (weights %.1f MiB, activations for %d "
+            "rows %.1f MiB); %.1f MiB is free beyond the %.1f MiB reserve",
+            MIB(need_bytes), MIB(wbytes), b->max_rows, MIB(b->act_bytes), MIB(avail), MIB(b->reserve));
     }
     for (int i = 0; i < n_mats && !st; i++) st = cu_weight_upload(mats[i].t, mats[i].w, &b->allocs, err);
     free(mats);
@@ -347,8 +362,8 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     return WEFT_OK;
 }
 
-weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set *ts, const weft_cuda_backend_opts *opts,
-                                  weft_backend *out, weft_err *err) {
+weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set *ts,
+                                  const weft_cuda_backend_opts *opts, weft_backend *out, weft_err *err) {
     cu_backend *b = calloc(1, sizeof *b);
     if (!b) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
     b->max_slots = opts->max_slots > 0 ? opts->max_slots : 1;

@@ -21,9 +21,13 @@ static inline WDev wdev(const weft_cu_weight *w) {
     return d;
 }
 
-__device__ __forceinline__ uint4 ld16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+__device__ __forceinline__ uint4 ld16(const void *p) {
+    return __ldg(reinterpret_cast<const uint4 *>(p));
+}
 
-__device__ __forceinline__ float bf16_bits(uint32_t h) { return __uint_as_float(h << 16); }
+__device__ __forceinline__ float bf16_bits(uint32_t h) {
+    return __uint_as_float(h << 16);
+}
 
 __device__ __forceinline__ float f16_bits(uint32_t h) {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
@@ -94,19 +98,20 @@ using DecF32 = Plain<F32Unit>;
 using DecF16 = Plain<F16Unit>;
 using DecBF16 = Plain<BF16Unit>;
 
-// Magic-number conversion of a small unsigned integer q (< 2^23) held in the low mantissa bits: the float with
-// bits 0x4B000000 | q is exactly 2^23 + q, so subtracting 2^23 (+ an offset) gives q (− offset) exactly. One
-// byte-permute or logic op and one fp32 add per element instead of an int-to-float conversion (quarter rate).
+// Magic-number conversion of a small unsigned integer q (< 2^23) held in the low mantissa bits: the float
+// with bits 0x4B000000 | q is exactly 2^23 + q, so subtracting 2^23 (+ an offset) gives q (− offset) exactly.
+// One byte-permute or logic op and one fp32 add per element instead of an int-to-float conversion (quarter
+// rate).
 __device__ __forceinline__ float magic_byte(uint32_t word, int i) {
     return __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7540u + (unsigned)i));
 }
 
-// 4-bit: 32 elements = 4 words; element e at bits 4(e%8) of word e/8. One group holds whole units (group >= 32).
-// unit(): decoded values (the embedding; exactly the CPU decoder's arithmetic).
-// dot(): the unit's contribution to a dot product, factored as the device defines it (fixed order):
-//   p = Σ q'·x over the unit's elements in the order (word 0: nibbles 0,2,4,6,1,3,5,7; word 1: ...), q' = q − 8
-//   (OFF8) or q (AFFINE), accumulated with fmaf from 0; contribution = s·p (OFF8), fmaf(s, p, b·Σx) (AFFINE),
-//   with Σx the unit's x summed in element order (computed once per X row by the caller).
+// 4-bit: 32 elements = 4 words; element e at bits 4(e%8) of word e/8. One group holds whole units (group >=
+// 32). unit(): decoded values (the embedding; exactly the CPU decoder's arithmetic). dot(): the unit's
+// contribution to a dot product, factored as the device defines it (fixed order):
+//   p = Σ q'·x over the unit's elements in the order (word 0: nibbles 0,2,4,6,1,3,5,7; word 1: ...), q' = q −
+//   8 (OFF8) or q (AFFINE), accumulated with fmaf from 0; contribution = s·p (OFF8), fmaf(s, p, b·Σx)
+//   (AFFINE), with Σx the unit's x summed in element order (computed once per X row by the caller).
 template <int MODE, int SDT> struct DecQ4 {
     static constexpr int U = 32, OR = 4;
     static constexpr bool kSumX = MODE == WEFT_CU_AFFINE;

@@ -6,8 +6,8 @@
 #include "weft/sampler.h"
 #include "cuda_kernels.h"
 
-/* Every device allocation the backend makes at creation (weights, norms, activations) is recorded here so that
- * destroy frees all of them. */
+/* Every device allocation the backend makes at creation (weights, norms, activations) is recorded here so
+ * that destroy frees all of them. */
 typedef struct cu_allocs {
     void **ptr;
     size_t n, cap;
@@ -22,16 +22,17 @@ void cu_free_all(cu_allocs *a);
  * cudaErrorMemoryAllocation). */
 weft_status cu_fail(weft_err *err, cudaError_t e, const char *what);
 
-#define CU_TRY(call, what)                                                                                        \
-    do {                                                                                                          \
-        cudaError_t cu_e_ = (call);                                                                               \
-        if (cu_e_ != cudaSuccess) return cu_fail(err, cu_e_, what);                                               \
+#define CU_TRY(call, what)                                                                                   \
+    do {                                                                                                     \
+        cudaError_t cu_e_ = (call);                                                                          \
+        if (cu_e_ != cudaSuccess) return cu_fail(err, cu_e_, what);                                          \
     } while (0)
 
-/* Chooses the device layout of a stored 2-D weight [rows, cols] (checks the shape and dtype; fills w's kind, mode,
- * sdt, group, rows, cols, bytes; no device memory yet). WEFT_EFORMAT for a wrong shape, WEFT_ENOTSUP for a dtype
- * or cols the kernels do not read (named). */
-weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, weft_cu_weight *w, weft_err *err);
+/* Chooses the device layout of a stored 2-D weight [rows, cols] (checks the shape and dtype; fills w's kind,
+ * mode, sdt, group, rows, cols, bytes; no device memory yet). WEFT_EFORMAT for a wrong shape, WEFT_ENOTSUP
+ * for a dtype or cols the kernels do not read (named). */
+weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, weft_cu_weight *w,
+                           weft_err *err);
 
 /* Converts t into the planned layout and copies it to new device memory (recorded in a). */
 weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs *a, weft_err *err);

@@ -20,15 +20,13 @@ extern "C" {
 
 /* Device weight layouts (chosen so that one 16-byte load per lane reads one "unit" of a row, coalesced):
  *   WEFT_CU_F32 / F16 / BF16  q = row-major [rows, cols] as stored            (unit: 4 / 8 / 8 elements)
- *   WEFT_CU_Q4                q = uint32 [rows, cols/8]: element e of a row at bits 4·(e%8) of word e/8 (MLX's
- *                             packing; GGUF Q4_0 is repacked into it at upload)  (unit: 32 elements)
- *   WEFT_CU_Q8                q = 8-bit [rows, cols], int8 (SYM) or uint8 (AFFINE)  (unit: 16 elements)
- * Q4/Q8 have per-group scales s (and biases b for AFFINE) [rows, cols/group] of dtype sdt; the decoded weight is
- *   AFFINE: (s·q) + b   (two roundings, MLX affine_dequantize)
- *   SYM:    q · s       (GGUF Q8_0)
- *   OFF8:   (q − 8) · s (GGUF Q4_0)
- * exactly as the CPU decoders (src/model/format) compute it, in fp32. cols must be a multiple of 32 and
- * group a power of two >= 32 (Q4) or >= 16 (Q8). */
+ *   WEFT_CU_Q4                q = uint32 [rows, cols/8]: element e of a row at bits 4·(e%8) of word e/8
+ * (MLX's packing; GGUF Q4_0 is repacked into it at upload)  (unit: 32 elements) WEFT_CU_Q8                q =
+ * 8-bit [rows, cols], int8 (SYM) or uint8 (AFFINE)  (unit: 16 elements) Q4/Q8 have per-group scales s (and
+ * biases b for AFFINE) [rows, cols/group] of dtype sdt; the decoded weight is AFFINE: (s·q) + b   (two
+ * roundings, MLX affine_dequantize) SYM:    q · s       (GGUF Q8_0) OFF8:   (q − 8) · s (GGUF Q4_0) exactly
+ * as the CPU decoders (src/model/format) compute it, in fp32. cols must be a multiple of 32 and group a power
+ * of two >= 32 (Q4) or >= 16 (Q8). */
 typedef enum weft_cu_kind { WEFT_CU_F32 = 0, WEFT_CU_F16, WEFT_CU_BF16, WEFT_CU_Q4, WEFT_CU_Q8 } weft_cu_kind;
 typedef enum weft_cu_qmode { WEFT_CU_AFFINE = 0, WEFT_CU_SYM, WEFT_CU_OFF8 } weft_cu_qmode;
 typedef enum weft_cu_sdt { WEFT_CU_S_F32 = 0, WEFT_CU_S_F16, WEFT_CU_S_BF16 } weft_cu_sdt;
@@ -39,56 +37,58 @@ typedef struct weft_cu_weight {
     weft_cu_sdt sdt;    /* Q4/Q8 only */
     int group;          /* elements per scale (Q4/Q8) */
     int64_t rows, cols;
-    void *q, *s, *b;    /* device memory (s, b: Q4/Q8; b: AFFINE only) */
-    size_t bytes;       /* device bytes of q + s + b */
+    void *q, *s, *b; /* device memory (s, b: Q4/Q8; b: AFFINE only) */
+    size_t bytes;    /* device bytes of q + s + b */
 } weft_cu_weight;
 
-/* One row of a forward as the kernels see it: its stream's KV cache (layout [L][2][cap][Hkv·d] fp32: layer l's
- * K rows at kv + (2l)·cap·kvd, V rows at kv + (2l+1)·cap·kvd), its absolute position and its token. */
+/* One row of a forward as the kernels see it: its stream's KV cache (layout [L][2][cap][Hkv·d] fp32: layer
+ * l's K rows at kv + (2l)·cap·kvd, V rows at kv + (2l+1)·cap·kvd), its absolute position and its token. */
 typedef struct weft_cu_row {
     float *kv;
     int pos, token, cap, pad;
 } weft_cu_row;
 
 typedef struct weft_cu_rope {
-    int rot;              /* rotated dimensions (even, <= head_dim); 0 = none */
-    int adjacent;         /* pairs (2i, 2i+1) instead of (i, i + rot/2) */
-    float attn_factor;    /* multiplies cos and sin (yarn), else 1 */
+    int rot;               /* rotated dimensions (even, <= head_dim); 0 = none */
+    int adjacent;          /* pairs (2i, 2i+1) instead of (i, i + rot/2) */
+    float attn_factor;     /* multiplies cos and sin (yarn), else 1 */
     const float *inv_freq; /* device [rot/2] */
 } weft_cu_rope;
 
-/* Y[i, o] = Σ_k W[o, k]·X[i, k] (+ bias[o]) for i < M, o < W.rows, k < W.cols; with accumulate, Y[i, o] += that
- * (the residual add: y = Y + (dot + bias)). X: [M, ldx] (ldx a multiple of 4), Y: [M, ldy].
- * Per output: lane l of one warp takes units l, l+32, ... of the row in order, each unit's products added
- * sequentially with fmaf into the lane's fp32 sum; the 32 lane sums meet in an xor-shuffle tree. The row tile
- * a launch uses (1, 4 or 8 rows of X per block, picked from M) changes how many sums a lane interleaves, never
- * any sum's order: bit-identical for every M. */
+/* Y[i, o] = Σ_k W[o, k]·X[i, k] (+ bias[o]) for i < M, o < W.rows, k < W.cols; with accumulate, Y[i, o] +=
+ * that (the residual add: y = Y + (dot + bias)). X: [M, ldx] (ldx a multiple of 4), Y: [M, ldy]. Per output:
+ * lane l of one warp takes units l, l+32, ... of the row in order, each unit's products added sequentially
+ * with fmaf into the lane's fp32 sum; the 32 lane sums meet in an xor-shuffle tree. The row tile a launch
+ * uses (1, 4 or 8 rows of X per block, picked from M) changes how many sums a lane interleaves, never any
+ * sum's order: bit-identical for every M. */
 cudaError_t weft_cu_matmul(const weft_cu_weight *w, const float *X, int64_t ldx, int M, float *Y, int64_t ldy,
                            const float *bias, int accumulate, cudaStream_t stream);
 
 /* y = x / sqrt(mean(x²) + eps) ⊙ w (w may be NULL) for n_rows rows of n elements; row r of Y reads row
- * rowmap[r] of X (rowmap NULL = r). One block per row; its thread count is fixed by n alone; Y may equal X. */
-cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap, const float *w,
-                            int n_rows, int n, float eps, cudaStream_t stream);
+ * rowmap[r] of X (rowmap NULL = r). One block per row; its thread count is fixed by n alone; Y may equal X.
+ */
+cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
+                            const float *w, int n_rows, int n, float eps, cudaStream_t stream);
 
 /* X[r, :] = decoded row rows[r].token of W (the embedding), r < n. X: [n, W.cols]. */
-cudaError_t weft_cu_embed(const weft_cu_weight *w, const weft_cu_row *rows, int n, float *X, cudaStream_t stream);
+cudaError_t weft_cu_embed(const weft_cu_weight *w, const weft_cu_row *rows, int n, float *X,
+                          cudaStream_t stream);
 
 /* For every row r < n: rotates q [n, Hq·d] in place and k [n, Hkv·d] in place at position rows[r].pos
  * (angle = (float)pos·inv_freq[i], cos/sin scaled by attn_factor), then stores k and v [n, Hkv·d] into the
  * row's cache at that position for layer `layer`. */
-cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n, int Hq, int Hkv,
-                               int d, int layer, const weft_cu_rope *rope, cudaStream_t stream);
+cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n, int Hq,
+                               int Hkv, int d, int layer, const weft_cu_rope *rope, cudaStream_t stream);
 
 /* Causal attention (GQA: query head h reads kv head h / (Hq/Hkv)): for each row r and head h,
  * out[r, h] = softmax(q[r,h]·K[0..pos]ᵀ · scale) · V[0..pos] over the row's own cache.
  * Keys are taken in blocks of WEFT_CU_ATTN_KB positions aligned to absolute position 0 and in spans of
- * WEFT_CU_ATTN_SPAN blocks; each block's scores, max, exp and sums are reduced in a fixed order, blocks fold into
- * their span and spans into the total in ascending position (the online-softmax rescale). A row's result depends
- * only on its query, its cache and its position. max_pos: the largest rows[r].pos of the call (< max_context);
- * scratch: weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats (span partials of rows whose keys
- * exceed one span). Needs d % 4 == 0, d <= 256, (Hq/Hkv)·d <= 1024. */
-#define WEFT_CU_ATTN_KB 32
+ * WEFT_CU_ATTN_SPAN blocks; each block's scores, max, exp and sums are reduced in a fixed order, blocks fold
+ * into their span and spans into the total in ascending position (the online-softmax rescale). A row's result
+ * depends only on its query, its cache and its position. max_pos: the largest rows[r].pos of the call (<
+ * max_context); scratch: weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats (span partials of
+ * rows whose keys exceed one span). Needs d % 4 == 0, d <= 256, (Hq/Hkv)·d <= 1024. */
+#define WEFT_CU_ATTN_KB   32
 #define WEFT_CU_ATTN_SPAN 8
 cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos, int Hq,
                               int Hkv, int d, int layer, float scale, float *scratch, int max_context,

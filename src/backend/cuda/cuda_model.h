@@ -20,19 +20,19 @@ typedef struct cu_backend {
     weft_cu_weight embed, head; /* head.q == embed.q when tied */
     float *final_norm;
     cu_layer *layers;
-    weft_cu_rope rope;          /* inv_freq on the device */
+    weft_cu_rope rope; /* inv_freq on the device */
     int max_slots, max_rows, max_context;
     /* device activations for max_rows rows */
     float *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
-    float *attn_scratch;        /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
-    int max_pos;                /* largest position in the current forward */
+    float *attn_scratch; /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
+    int max_pos;         /* largest position in the current forward */
     weft_cu_row *d_rows;
     int *d_outrows;
     /* pinned host mirrors */
     weft_cu_row *h_rows;
     int *h_outrows;
-    float *h_logits;            /* [max_rows, V] */
-    int n_last;                 /* drawn rows in h_logits after the last forward */
+    float *h_logits; /* [max_rows, V] */
+    int n_last;      /* drawn rows in h_logits after the last forward */
     /* slots: one device KV cache each, [L][2][cap][Hkv·d] fp32 */
     float **kv;
     int *cap;
@@ -42,7 +42,7 @@ typedef struct cu_backend {
     bool graphs;
     cudaGraphExec_t exec;
     int exec_n, exec_out, exec_spans;
-    cu_allocs allocs;           /* weights, norms, activations */
+    cu_allocs allocs; /* weights, norms, activations */
     size_t weights_bytes, act_bytes, reserve;
 } cu_backend;
 

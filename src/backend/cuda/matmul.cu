@@ -8,9 +8,10 @@ namespace {
 
 constexpr int kWarps = 4; // warps per block; each warp owns D::OR consecutive output rows
 
-// One warp computes D::OR outputs for R rows of X. Lane l walks units l, l+32, ... of the weight rows; for each
-// unit it loads the OR weight chunks once, then for each X row loads the unit's x (and its sum when the layout
-// needs it) and adds each output's unit contribution (D::dot, a fixed order) to that output's running sum.
+// One warp computes D::OR outputs for R rows of X. Lane l walks units l, l+32, ... of the weight rows; for
+// each unit it loads the OR weight chunks once, then for each X row loads the unit's x (and its sum when the
+// layout needs it) and adds each output's unit contribution (D::dot, a fixed order) to that output's running
+// sum.
 template <class D, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     mm_kernel(WDev w, int64_t N, const float *__restrict__ X, int64_t ldx, int M, float *Y, int64_t ldy,
@@ -82,8 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-template <class D>
-__global__ void embed_kernel(WDev w, const weft_cu_row *__restrict__ rows, float *X) {
+template <class D> __global__ void embed_kernel(WDev w, const weft_cu_row *__restrict__ rows, float *X) {
     const int r = blockIdx.x;
     const int64_t tok = rows[r].token, nu = w.cols / D::U;
     float *x = X + (int64_t)r * w.cols;
@@ -107,7 +107,8 @@ cudaError_t launch_mm(const WDev &w, int64_t N, const float *X, int64_t ldx, int
 template <class D> struct Launch {
     static cudaError_t mm(const WDev &w, int64_t N, const float *X, int64_t ldx, int M, float *Y, int64_t ldy,
                           const float *bias, int accumulate, cudaStream_t st) {
-        // The tile only sets how many rows share one pass over the weights; every sum is the same (see header).
+        // The tile only sets how many rows share one pass over the weights; every sum is the same (see
+        // header).
         if (M <= 2) return launch_mm<D, 1>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
         // 4-bit units keep 32 x values and 4 outputs' weights in registers: 8 rows at once would spill.
         if constexpr (D::U == 32) {
@@ -127,11 +128,15 @@ template <class D> struct Launch {
 // decoder (the backend refuses those at upload, so this is a guard).
 template <template <class> class F, class Fn> cudaError_t dispatch(const weft_cu_weight *w, Fn &&fn) {
     switch (w->kind) {
-    case WEFT_CU_F32: return fn(F<DecF32>());
-    case WEFT_CU_F16: return fn(F<DecF16>());
-    case WEFT_CU_BF16: return fn(F<DecBF16>());
+    case WEFT_CU_F32:
+        return fn(F<DecF32>());
+    case WEFT_CU_F16:
+        return fn(F<DecF16>());
+    case WEFT_CU_BF16:
+        return fn(F<DecBF16>());
     case WEFT_CU_Q4:
-        if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16) return fn(F<DecQ4<WEFT_CU_OFF8, WEFT_CU_S_F16>>());
+        if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
+            return fn(F<DecQ4<WEFT_CU_OFF8, WEFT_CU_S_F16>>());
         if (w->mode == WEFT_CU_AFFINE) {
             if (w->sdt == WEFT_CU_S_F32) return fn(F<DecQ4<WEFT_CU_AFFINE, WEFT_CU_S_F32>>());
             if (w->sdt == WEFT_CU_S_F16) return fn(F<DecQ4<WEFT_CU_AFFINE, WEFT_CU_S_F16>>());
@@ -139,7 +144,8 @@ template <template <class> class F, class Fn> cudaError_t dispatch(const weft_cu
         }
         break;
     case WEFT_CU_Q8:
-        if (w->mode == WEFT_CU_SYM && w->sdt == WEFT_CU_S_F16) return fn(F<DecQ8<WEFT_CU_SYM, WEFT_CU_S_F16>>());
+        if (w->mode == WEFT_CU_SYM && w->sdt == WEFT_CU_S_F16)
+            return fn(F<DecQ8<WEFT_CU_SYM, WEFT_CU_S_F16>>());
         if (w->mode == WEFT_CU_AFFINE) {
             if (w->sdt == WEFT_CU_S_F32) return fn(F<DecQ8<WEFT_CU_AFFINE, WEFT_CU_S_F32>>());
             if (w->sdt == WEFT_CU_S_F16) return fn(F<DecQ8<WEFT_CU_AFFINE, WEFT_CU_S_F16>>());
@@ -157,9 +163,8 @@ extern "C" cudaError_t weft_cu_matmul(const weft_cu_weight *w, const float *X, i
     if (M <= 0) return cudaSuccess;
     if (w->cols % 32 || ldx % 4) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
-    return dispatch<Launch>(w, [&](auto l) {
-        return decltype(l)::mm(d, w->rows, X, ldx, M, Y, ldy, bias, accumulate, stream);
-    });
+    return dispatch<Launch>(
+        w, [&](auto l) { return decltype(l)::mm(d, w->rows, X, ldx, M, Y, ldy, bias, accumulate, stream); });
 }
 
 extern "C" cudaError_t weft_cu_embed(const weft_cu_weight *w, const weft_cu_row *rows, int n, float *X,
@@ -174,9 +179,11 @@ extern "C" size_t weft_cu_weight_bytes(weft_cu_kind kind, weft_cu_qmode mode, we
                                        int64_t rows, int64_t cols) {
     const size_t n = (size_t)rows * (size_t)cols;
     switch (kind) {
-    case WEFT_CU_F32: return n * 4;
+    case WEFT_CU_F32:
+        return n * 4;
     case WEFT_CU_F16:
-    case WEFT_CU_BF16: return n * 2;
+    case WEFT_CU_BF16:
+        return n * 2;
     case WEFT_CU_Q4:
     case WEFT_CU_Q8: {
         const size_t q = kind == WEFT_CU_Q4 ? n / 2 : n;

@@ -4,12 +4,14 @@
 namespace {
 
 // Threads per RMSNorm block: a function of n alone, so a row's sum order never depends on anything else.
-int norm_threads(int n) { return n >= 1024 ? 256 : n >= 128 ? 128 : 32; }
+int norm_threads(int n) {
+    return n >= 1024 ? 256 : n >= 128 ? 128 : 32;
+}
 
 template <int T>
-__global__ void __launch_bounds__(T) rmsnorm_kernel(float *Y, int64_t ldy, const float *X, int64_t ldx,
-                                                    const int *__restrict__ rowmap, const float *__restrict__ w,
-                                                    int n, float eps) {
+__global__ void __launch_bounds__(T)
+    rmsnorm_kernel(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *__restrict__ rowmap,
+                   const float *__restrict__ w, int n, float eps) {
     __shared__ float part[T / 32];
     __shared__ float inv_s;
     const int r = blockIdx.x, t = threadIdx.x;
@@ -31,8 +33,8 @@ __global__ void __launch_bounds__(T) rmsnorm_kernel(float *Y, int64_t ldy, const
     for (int i = t; i < n; i += T) y[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
 }
 
-__global__ void rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows, int Hq,
-                                  int Hkv, int d, int layer, weft_cu_rope rope) {
+__global__ void rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows,
+                                  int Hq, int Hkv, int d, int layer, weft_cu_rope rope) {
     const int r = blockIdx.x, t = threadIdx.x, T = blockDim.x;
     const weft_cu_row row = rows[r];
     const int qd = Hq * d, kvd = Hkv * d, half = rope.rot / 2;
@@ -62,7 +64,8 @@ __global__ void rope_store_kernel(float *q, float *k, const float *v, const weft
 }
 
 __global__ void swiglu_kernel(float *g, const float *__restrict__ u, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         const float x = g[i];
         g[i] = x / (1.0f + expf(-x)) * u[i];
     }
@@ -74,15 +77,22 @@ extern "C" cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, in
                                        const float *w, int n_rows, int n, float eps, cudaStream_t stream) {
     if (n_rows <= 0) return cudaSuccess;
     switch (norm_threads(n)) {
-    case 256: rmsnorm_kernel<256><<<n_rows, 256, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps); break;
-    case 128: rmsnorm_kernel<128><<<n_rows, 128, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps); break;
-    default: rmsnorm_kernel<32><<<n_rows, 32, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps); break;
+    case 256:
+        rmsnorm_kernel<256><<<n_rows, 256, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps);
+        break;
+    case 128:
+        rmsnorm_kernel<128><<<n_rows, 128, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps);
+        break;
+    default:
+        rmsnorm_kernel<32><<<n_rows, 32, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps);
+        break;
     }
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n, int Hq,
-                                          int Hkv, int d, int layer, const weft_cu_rope *rope, cudaStream_t stream) {
+extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n,
+                                          int Hq, int Hkv, int d, int layer, const weft_cu_rope *rope,
+                                          cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
     rope_store_kernel<<<n, 128, 0, stream>>>(q, k, v, rows, Hq, Hkv, d, layer, *rope);
     return cudaGetLastError();

@@ -1,7 +1,7 @@
 /* Weights into device layouts (cuda_kernels.h): plain types copied as stored, GGUF Q4_0 repacked into the
- * 4-bit word layout with its fp16 scales, GGUF Q8_0 split into int8 values and fp16 scales, MLX affine 4/8-bit
- * copied as stored (its packing is the device layout). Nothing is re-quantised: the device decodes exactly the
- * values the CPU decoders give. */
+ * 4-bit word layout with its fp16 scales, GGUF Q8_0 split into int8 values and fp16 scales, MLX affine
+ * 4/8-bit copied as stored (its packing is the device layout). Nothing is re-quantised: the device decodes
+ * exactly the values the CPU decoders give. */
 #include "cuda_internal.h"
 
 #include "weft/cpu.h"
@@ -10,8 +10,8 @@
 #include <string.h>
 
 weft_status cu_fail(weft_err *err, cudaError_t e, const char *what) {
-    return weft_err_set(err, e == cudaErrorMemoryAllocation ? WEFT_ENOMEM : WEFT_EINTERNAL, "cuda: %s: %s", what,
-                        cudaGetErrorString(e));
+    return weft_err_set(err, e == cudaErrorMemoryAllocation ? WEFT_ENOMEM : WEFT_EINTERNAL, "cuda: %s: %s",
+                        what, cudaGetErrorString(e));
 }
 
 weft_status cu_alloc(cu_allocs *a, void **out, size_t bytes, const char *what, weft_err *err) {
@@ -26,8 +26,8 @@ weft_status cu_alloc(cu_allocs *a, void **out, size_t bytes, const char *what, w
     cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         (void)cudaGetLastError(); /* a failed cudaMalloc leaves its error as the last error: clear it */
-        return weft_err_set(err, WEFT_ENOMEM, "cuda: cannot allocate %zu bytes of device memory for %s: %s", bytes,
-                            what, cudaGetErrorString(e));
+        return weft_err_set(err, WEFT_ENOMEM, "cuda: cannot allocate %zu bytes of device memory for %s: %s",
+                            bytes, what, cudaGetErrorString(e));
     }
     a->ptr[a->n++] = *out;
     a->bytes += bytes;
@@ -43,29 +43,43 @@ void cu_free_all(cu_allocs *a) {
 static weft_cu_sdt sdt_of(weft_dtype t, bool *ok) {
     *ok = true;
     switch (t) {
-    case WEFT_DT_F32: return WEFT_CU_S_F32;
-    case WEFT_DT_F16: return WEFT_CU_S_F16;
-    case WEFT_DT_BF16: return WEFT_CU_S_BF16;
-    default: *ok = false; return WEFT_CU_S_F32;
+    case WEFT_DT_F32:
+        return WEFT_CU_S_F32;
+    case WEFT_DT_F16:
+        return WEFT_CU_S_F16;
+    case WEFT_DT_BF16:
+        return WEFT_CU_S_BF16;
+    default:
+        *ok = false;
+        return WEFT_CU_S_F32;
     }
 }
 
-weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, weft_cu_weight *w, weft_err *err) {
+weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, weft_cu_weight *w,
+                           weft_err *err) {
     memset(w, 0, sizeof *w);
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols)
-        return weft_err_set(err, WEFT_EFORMAT, "tensor %s: shape [%lld, %lld] expected, found %d-D [%lld, %lld]",
-                            t->name, (long long)rows, (long long)cols, t->ndim, (long long)t->shape[0],
+        return weft_err_set(err, WEFT_EFORMAT,
+                            "tensor %s: shape [%lld, %lld] expected, found %d-D [%lld, %lld]", t->name,
+                            (long long)rows, (long long)cols, t->ndim, (long long)t->shape[0],
                             (long long)(t->ndim > 1 ? t->shape[1] : 0));
     if (cols % 32)
-        return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: tensor %s has %lld columns, not a multiple of 32",
-                            t->name, (long long)cols);
+        return weft_err_set(err, WEFT_ENOTSUP,
+                            "cuda backend: tensor %s has %lld columns, not a multiple of 32", t->name,
+                            (long long)cols);
     w->rows = rows;
     w->cols = cols;
     bool ok = true;
     switch (t->dtype) {
-    case WEFT_DT_F32: w->kind = WEFT_CU_F32; break;
-    case WEFT_DT_F16: w->kind = WEFT_CU_F16; break;
-    case WEFT_DT_BF16: w->kind = WEFT_CU_BF16; break;
+    case WEFT_DT_F32:
+        w->kind = WEFT_CU_F32;
+        break;
+    case WEFT_DT_F16:
+        w->kind = WEFT_CU_F16;
+        break;
+    case WEFT_DT_BF16:
+        w->kind = WEFT_CU_BF16;
+        break;
     case WEFT_DT_Q4_0:
         w->kind = WEFT_CU_Q4;
         w->mode = WEFT_CU_OFF8;
@@ -80,8 +94,9 @@ weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, wef
         break;
     case WEFT_DT_MLX_AFFINE:
         if (t->bits != 4 && t->bits != 8)
-            return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: tensor %s is MLX %d-bit (4 and 8 are supported)",
-                                t->name, t->bits);
+            return weft_err_set(err, WEFT_ENOTSUP,
+                                "cuda backend: tensor %s is MLX %d-bit (4 and 8 are supported)", t->name,
+                                t->bits);
         if (t->group_size < 32 || (t->group_size & (t->group_size - 1)) || cols % t->group_size)
             return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: tensor %s has MLX group size %d", t->name,
                                 t->group_size);
@@ -90,20 +105,21 @@ weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, wef
         w->sdt = sdt_of(t->scale_dtype, &ok);
         w->group = t->group_size;
         if (!ok)
-            return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: tensor %s has MLX scales of dtype %s", t->name,
-                                weft_dtype_get(t->scale_dtype)->name);
+            return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: tensor %s has MLX scales of dtype %s",
+                                t->name, weft_dtype_get(t->scale_dtype)->name);
         break;
     default:
-        return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: tensor %s has dtype %s, which the CUDA kernels do not read "
-                                               "yet (F32, F16, BF16, Q4_0, Q8_0, MLX affine 4/8-bit)",
+        return weft_err_set(err, WEFT_ENOTSUP,
+                            "cuda backend: tensor %s has dtype %s, which the CUDA kernels do not read "
+                            "yet (F32, F16, BF16, Q4_0, Q8_0, MLX affine 4/8-bit)",
                             t->name, weft_dtype_get(t->dtype)->name);
     }
     w->bytes = weft_cu_weight_bytes(w->kind, w->mode, w->sdt, w->group, rows, cols);
     return WEFT_OK;
 }
 
-/* Q4_0 block {fp16 d; qs[16]}: qs[j] low nibble = element j, high nibble = element j + 16. Device: 4 words per
- * block, element e at bits 4(e%8) of word e/8; scales separate. */
+/* Q4_0 block {fp16 d; qs[16]}: qs[j] low nibble = element j, high nibble = element j + 16. Device: 4 words
+ * per block, element e at bits 4(e%8) of word e/8; scales separate. */
 static void repack_q4_0(const uint8_t *src, int64_t n_blocks, uint32_t *q, uint16_t *s) {
     for (int64_t bi = 0; bi < n_blocks; bi++) {
         const uint8_t *b = src + bi * 18;
@@ -140,8 +156,8 @@ weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs 
     weft_status st;
     if (w->kind == WEFT_CU_F32 || w->kind == WEFT_CU_F16 || w->kind == WEFT_CU_BF16) {
         if (t->nbytes < w->bytes)
-            return weft_err_set(err, WEFT_EFORMAT, "tensor %s: %zu bytes stored, %zu expected", t->name, t->nbytes,
-                                w->bytes);
+            return weft_err_set(err, WEFT_EFORMAT, "tensor %s: %zu bytes stored, %zu expected", t->name,
+                                t->nbytes, w->bytes);
         if ((st = cu_alloc(a, &w->q, w->bytes, t->name, err))) return st;
         return copy_up(w->q, t->data, w->bytes, err);
     }
@@ -157,12 +173,15 @@ weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs 
     }
     const size_t block_bytes = t->dtype == WEFT_DT_Q4_0 ? 18 : 34;
     if (t->nbytes < ng * block_bytes)
-        return weft_err_set(err, WEFT_EFORMAT, "tensor %s: %zu bytes stored, %zu expected", t->name, t->nbytes,
-                            ng * block_bytes);
+        return weft_err_set(err, WEFT_EFORMAT, "tensor %s: %zu bytes stored, %zu expected", t->name,
+                            t->nbytes, ng * block_bytes);
     uint8_t *tmp = malloc(qbytes + sbytes);
-    if (!tmp) return weft_err_set(err, WEFT_ENOMEM, "out of host memory repacking %s (%zu bytes)", t->name, qbytes);
-    if (t->dtype == WEFT_DT_Q4_0) repack_q4_0(t->data, (int64_t)ng, (uint32_t *)(void *)tmp, (uint16_t *)(void *)(tmp + qbytes));
-    else repack_q8_0(t->data, (int64_t)ng, (int8_t *)tmp, (uint16_t *)(void *)(tmp + qbytes));
+    if (!tmp)
+        return weft_err_set(err, WEFT_ENOMEM, "out of host memory repacking %s (%zu bytes)", t->name, qbytes);
+    if (t->dtype == WEFT_DT_Q4_0)
+        repack_q4_0(t->data, (int64_t)ng, (uint32_t *)(void *)tmp, (uint16_t *)(void *)(tmp + qbytes));
+    else
+        repack_q8_0(t->data, (int64_t)ng, (int8_t *)tmp, (uint16_t *)(void *)(tmp + qbytes));
     st = copy_up(w->q, tmp, qbytes, err);
     if (!st) st = copy_up(w->s, tmp + qbytes, sbytes, err);
     free(tmp);

@@ -207,14 +207,30 @@ const weft_tensor *weft_tensor_set_at(const weft_tensor_set *s, size_t i) {
     return i < s->count ? &s->items[i] : NULL;
 }
 
+/* O(1): the last item moves into the hole (order is not part of the contract), and the hash slot is freed by
+ * backward-shift deletion so that linear probing stays correct without tombstones. */
 void weft_tensor_set_remove(weft_tensor_set *s, const char *name) {
     int64_t slot = find_slot(s, name);
     if (slot < 0) return;
-    size_t k = (size_t)s->slots[slot];
+    size_t k = (size_t)s->slots[slot], last = s->count - 1, m = s->nslots - 1;
     free((void *)s->items[k].name);
-    memmove(&s->items[k], &s->items[k + 1], (s->count - k - 1) * sizeof *s->items);
+    size_t i = (size_t)slot;
+    s->slots[i] = -1;
+    for (size_t j = (i + 1) & m; s->slots[j] >= 0; j = (j + 1) & m) {
+        size_t home = (size_t)hash_name(s->items[s->slots[j]].name) & m;
+        /* can the entry at j move back to the hole at i? only if its home is not in (i, j] cyclically */
+        bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (in_range) continue;
+        s->slots[i] = s->slots[j];
+        s->slots[j] = -1;
+        i = j;
+    }
+    if (k != last) {
+        s->items[k] = s->items[last];
+        int64_t moved = find_slot(s, s->items[k].name);
+        s->slots[moved] = (int64_t)k;
+    }
     s->count--;
-    rehash(s, s->nslots); /* same size: cannot fail to allocate less than before in practice */
 }
 
 static void own_push(weft_tensor_set *s, void *addr, size_t len) {

@@ -1,0 +1,231 @@
+/* weft serve: the OpenAI-compatible server (SPEC §2.1, §3). The listener starts first (so /health answers 503
+ * while the weights load), then the model, backend, lane engine and service are attached. SIGINT/SIGTERM are
+ * taken by sigwait on the main thread: stop accepting, let running requests finish for --shutdown-grace
+ * seconds, cancel the rest, free everything, exit 0. */
+#include "load.h"
+#include "weft/lanes.h"
+#include "weft/safetensors.h"
+#include "weft/server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_KEYS 64
+
+typedef struct keyring {
+    const char *keys[MAX_KEYS];
+    int n;
+    char *owned[MAX_KEYS]; /* strings this module allocated */
+    int n_owned;
+} keyring;
+
+static int add_key(keyring *k, char *s, bool owned) {
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == '\t')) s[--n] = 0;
+    if (!n) return 0;
+    if (k->n >= MAX_KEYS) {
+        fprintf(stderr, "weft: more than %d API keys\n", MAX_KEYS);
+        return 2;
+    }
+    k->keys[k->n++] = s;
+    if (owned) k->owned[k->n_owned++] = s;
+    return 0;
+}
+
+/* --api-key (repeatable), WEFT_API_KEY (comma separated), --api-key-file (one per line, mode 0600). */
+static int collect_keys(const cli_options *o, keyring *k) {
+    for (int i = 0; i < o->n_api_keys; i++)
+        if (add_key(k, strdup(o->api_keys[i]), true)) return 2;
+    const char *env = getenv("WEFT_API_KEY");
+    if (env && *env) {
+        char *copy = strdup(env), *save = NULL;
+        k->owned[k->n_owned++] = copy;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (add_key(k, t, false)) return 2;
+    }
+    if (o->api_key_file) {
+        struct stat sb;
+        if (stat(o->api_key_file, &sb) != 0) {
+            fprintf(stderr, "weft: --api-key-file %s: %s\n", o->api_key_file, strerror(errno));
+            return 2;
+        }
+        if (sb.st_mode & 077) {
+            fprintf(stderr, "weft: --api-key-file %s is readable by others (mode %03o); chmod 600 it\n",
+                    o->api_key_file, (unsigned)(sb.st_mode & 0777));
+            return 2;
+        }
+        FILE *f = fopen(o->api_key_file, "r");
+        if (!f) {
+            fprintf(stderr, "weft: --api-key-file %s: %s\n", o->api_key_file, strerror(errno));
+            return 2;
+        }
+        char line[4096];
+        while (fgets(line, sizeof line, f))
+            if (line[0] != '#' && add_key(k, strdup(line), true)) {
+                fclose(f);
+                return 2;
+            }
+        fclose(f);
+    }
+    return 0;
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+int cmd_serve(const cli_options *o) {
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started from here on inherits the mask */
+    signal(SIGPIPE, SIG_IGN);
+
+    int rc = 0;
+    keyring keys = {0};
+    weft_server *srv = NULL;
+    weft_model *m = NULL;
+    weft_backend be = {0};
+    weft_drafter drafter = {0};
+    weft_engine *eng = NULL;
+    weft_service *svc = NULL;
+    char *template_src = NULL;
+    weft_err err = {0};
+    if (collect_keys(o, &keys)) {
+        rc = 2;
+        goto out;
+    }
+
+    weft_server_config sc;
+    weft_server_config_default(&sc);
+    sc.host = o->host;
+    sc.port = o->port;
+    sc.api_keys = keys.keys;
+    sc.n_api_keys = keys.n;
+    sc.metrics_open = o->metrics_open;
+    if (o->max_tokens > 0) sc.max_tokens = o->max_tokens;
+    sc.seed_salt = o->seed_salt;
+    sc.thinking = !o->no_thinking;
+    sc.drafts = !o->no_drafts;
+    sc.log_format = !strcmp(o->log_format, "json") ? WEFT_LOG_JSON : WEFT_LOG_TEXT;
+    if (weft_server_create(&sc, &srv, &err) || weft_server_start(srv, &err)) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        rc = 2;
+        goto out;
+    }
+    rc = cli_load_model(o, &m);
+    if (rc) goto out;
+
+    int parallel = 0;
+    if (o->parallel && strcmp(o->parallel, "auto")) {
+        char *end;
+        long v = strtol(o->parallel, &end, 10);
+        if (*end || v < 1 || v > 1024) {
+            fprintf(stderr, "weft: --parallel expects a count of streams or auto, got '%s'\n", o->parallel);
+            rc = 2;
+            goto out;
+        }
+        parallel = (int)v;
+    }
+    weft_backend_opts bo = {o->backend, cli_threads(o), parallel, 256, o->context};
+    weft_backend_plan plan;
+    if (weft_model_backend_plan(m, &bo, &be, &plan, &err)) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        rc = 2;
+        goto out;
+    }
+    /* Prompt cache: --prompt-cache-gib, default a quarter of what is left after weights and streams, <= 16
+     * GiB */
+    size_t left = plan.available_bytes > (size_t)plan.slots * plan.stream_bytes
+                      ? plan.available_bytes - (size_t)plan.slots * plan.stream_bytes
+                      : 0;
+    size_t cache_bytes = o->has_prompt_cache_gib ? (size_t)(o->prompt_cache_gib * 1073741824.0) : left / 4;
+    if (!o->has_prompt_cache_gib && cache_bytes > ((size_t)16 << 30)) cache_bytes = (size_t)16 << 30;
+    weft_engine_config ec = {.parallel = plan.slots,
+                             .max_queue = o->max_queue,
+                             .capacity = plan.context,
+                             .eos_ids = m->cfg.eos_token_ids,
+                             .n_eos = m->cfg.n_eos,
+                             .max_draft = o->no_drafts ? 0 : 8,
+                             .prompt_cache_bytes = cache_bytes};
+    if (!o->no_drafts) {
+        weft_copy_drafter_config dc = {.max_slots = plan.slots, .capacity = plan.context};
+        if (weft_copy_drafter_new(&dc, &drafter, &err)) {
+            fprintf(stderr, "weft: %s\n", err.msg);
+            rc = 2;
+            goto out;
+        }
+        ec.drafter = &drafter;
+    }
+    if (weft_engine_new(&ec, &be, &eng, &err) || weft_engine_start(eng, &err)) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        rc = 2;
+        goto out;
+    }
+    if (o->chat_template) {
+        template_src = read_file(o->chat_template);
+        if (!template_src) {
+            fprintf(stderr, "weft: --chat-template %s: %s\n", o->chat_template, strerror(errno));
+            rc = 2;
+            goto out;
+        }
+    }
+    weft_service_config vc = {.model_id = o->name ? o->name : m->id,
+                              .aliases = o->aliases,
+                              .n_aliases = o->n_aliases,
+                              .created = (int64_t)time(NULL),
+                              .context_length = plan.context,
+                              .vocab_size = (int)m->cfg.vocab_size,
+                              .tokenizer = m->tokenizer,
+                              .chat_template = template_src ? template_src : m->chat_template,
+                              .bos_text = m->bos_text,
+                              .eos_text = m->eos_text,
+                              .engine = eng};
+    weft_model_service ms;
+    if (weft_service_new(&vc, &svc, &ms, &err) || weft_server_attach(srv, &ms, &err)) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        rc = 2;
+        goto out;
+    }
+    fprintf(stderr,
+            "weft: serving %s on http://%s:%d (cpu, %d streams x %d positions, %.1f MiB state each, prompt "
+            "cache %.1f MiB, drafts %s)\n",
+            vc.model_id, o->host, weft_server_port(srv), plan.slots, plan.context,
+            (double)plan.stream_bytes / 1048576.0, (double)cache_bytes / 1048576.0,
+            o->no_drafts ? "off" : "copy");
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "weft: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    weft_server_shutdown(srv, o->shutdown_grace);
+out:
+    if (eng) weft_engine_stop(eng);
+    weft_server_destroy(srv);
+    weft_service_free(svc);
+    weft_engine_free(eng);
+    weft_drafter_free(&drafter);
+    if (be.ops) be.ops->destroy(be.self);
+    weft_model_free(m);
+    free(template_src);
+    for (int i = 0; i < keys.n_owned; i++) free(keys.owned[i]);
+    return rc;
+}
