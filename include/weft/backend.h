@@ -51,6 +51,15 @@ typedef struct weft_backend_ops {
     weft_status (*save)(void *self, int slot, int pos, void *dst, size_t bytes, weft_err *err);
     weft_status (*restore)(void *self, int slot, int pos, const void *src, size_t bytes, weft_err *err);
     void (*destroy)(void *self);
+    /* Optional (NULL = the model has no draft head; the lane core then uses copy drafts): up to max_n greedy
+     * draft tokens from the model's draft head (SPEC §4.5 (b), MTP) to follow the slot's pending token
+     * seq[n_tokens - 1]; seq[0..n_tokens) is the stream's context and the slot must hold n_tokens - 1
+     * positions (call it between rounds, after keep). Writes out[0..*n_out), *n_out <= max_n (0 = nothing
+     * to propose). The head's state follows keep()/restore() with the target's, so proposals are a function
+     * of the tokens only. Drafts are proposals: the lane core keeps one only if it equals the target's draw.
+     * Errors: WEFT_EINVAL (slot not open, n_tokens - 1 not its length). */
+    weft_status (*draft)(void *self, int slot, const int32_t *seq, int n_tokens, int max_n, int32_t *out,
+                         int *n_out, weft_err *err);
 } weft_backend_ops;
 
 typedef struct weft_backend {

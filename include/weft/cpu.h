@@ -28,14 +28,37 @@ int weft_pool_threads(const weft_pool *p);
 typedef void (*weft_task_fn)(void *ctx, int64_t task, float *scratch);
 void weft_pool_run(weft_pool *p, int64_t n_tasks, weft_task_fn fn, void *ctx);
 
-/* Fixed-order dot product of n floats (8 interleaved partial sums, combined in a fixed tree). */
+/* ---- matmul and dot (src/backend/cpu/matmul*.c; the arithmetic is specified in src/backend/cpu/mm.h) ----
+ * One reduction order for every output: weights decoded to the reference decoder's fp32 values, 16 lanes
+ * acc[k mod 16] = fma(w[k], x[k], acc[k mod 16]) in k order, then a fixed pairwise tree over the lanes.
+ * The AVX-512, AVX2 and scalar kernels all compute exactly this (correctly rounded fma everywhere), so the
+ * ISA picked at run time never changes a bit; it is fixed per process anyway (the best the CPU has). */
+typedef enum weft_cpu_isa {
+    WEFT_CPU_ISA_AUTO = 0, /* the best supported one */
+    WEFT_CPU_ISA_SCALAR,
+    WEFT_CPU_ISA_AVX2,  /* AVX2 + FMA + F16C */
+    WEFT_CPU_ISA_AVX512 /* AVX-512 F/BW/VL/DQ + F16C */
+} weft_cpu_isa;
+
+bool weft_cpu_isa_supported(weft_cpu_isa isa);
+weft_cpu_isa weft_cpu_isa_best(void);
+const char *weft_cpu_isa_name(weft_cpu_isa isa);
+
+/* Fixed-order dot product of n floats (the canonical 16-lane fma order above). */
 float weft_dot(const float *a, const float *b, int64_t n);
+/* Same with an explicit ISA (tests and benchmarks; an unsupported one means the best supported). */
+float weft_dot_isa(const float *a, const float *b, int64_t n, weft_cpu_isa isa);
 
 /* Y[i, o] = Σ_k W[o, k] · X[i, k] for i < n_rows, o < out (W's rows), k < in (W's cols).
  * W: any weight dtype weft_tensor_dequant_row decodes; 2-D [out, in] (or the first `out` rows of an
  * embedding-like matrix). X: [n_rows, in] fp32, row stride in. Y: [n_rows, out] fp32, row stride ldy.
- * Each Y element is weft_dot over the decoded W row — bit-identical for any n_rows and thread count. */
+ * Each Y element is the canonical dot of the decoded W row and the X row — bit-identical for any n_rows,
+ * any thread count and any ISA. Work is split across output elements and input rows, never across k.
+ * Uses about 50 KiB of stack per thread (decoded weight panel + partial sums); allocates nothing. */
 void weft_matmul(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_rows, float *Y, int64_t ldy);
+/* Same with an explicit ISA (tests and benchmarks). p may be NULL (runs on the calling thread). */
+void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_rows, float *Y,
+                     int64_t ldy, weft_cpu_isa isa);
 
 /* y = x / sqrt(mean(x²) + eps) ⊙ w over n elements (sum in fixed order, fp32 as HF does). w may be NULL (=1).
  */

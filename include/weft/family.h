@@ -41,6 +41,15 @@ typedef struct weft_family_ops {
     size_t (*snapshot_bytes)(const void *fam, int pos);
     weft_status (*snapshot_save)(const void *fam, const void *state, int pos, void *dst, weft_err *err);
     weft_status (*snapshot_restore)(const void *fam, void *state, int pos, const void *src, weft_err *err);
+    /* Optional (NULL = the model has no draft head): greedy drafts from the model's own draft head (SPEC §4.5
+     * (b), the MTP head; families-and-formats §3.9, §4.7). seq[0..n_tokens) are the stream's tokens, the
+     * last one its pending token (committed, not yet fed: the state holds n_tokens - 1 positions). Writes up
+     * to max_n proposed tokens (ids in [0, vocab)) to follow it into out and their count to *n_out (0 when
+     * the head has nothing to go on, e.g. right after a restore without head state). The head's own caches
+     * are advanced to the committed tokens; the proposals are not committed anywhere. Errors: WEFT_EINVAL
+     * (n_tokens - 1 is not the stream's length), WEFT_ERANGE (past capacity). */
+    weft_status (*draft)(void *fam, weft_pool *pool, void *state, const int32_t *seq, int n_tokens, int max_n,
+                         int32_t *out, int *n_out, weft_err *err);
 } weft_family_ops;
 
 typedef struct weft_family_model {

@@ -173,11 +173,12 @@ typedef struct weft_server_config {
     bool metrics_open;          /* --metrics-open: /metrics without a key */
     size_t max_body_bytes;      /* request body limit, 32 MiB; larger → 413 */
     int max_connections;        /* concurrent connections accepted (threads), 1024 */
-    int idle_timeout_s; /* a keep-alive connection idle this long is closed, 120 (0 = never) */
+    int idle_timeout_s;         /* a keep-alive connection idle this long is closed, 120 (0 = never) */
     int max_tokens;             /* --max-tokens 4096: reply limit when a request omits max_tokens */
     weft_sampling defaults;     /* --temperature/--top-p/--top-k/--min-p defaults; seed/logprobs ignored */
     const char *seed_salt;      /* --seed-salt, "0" */
-    bool thinking;              /* --thinking (default true): enable_thinking when a request omits it */
+    int thinking;               /* enable_thinking when a request omits it: 1 --thinking, 0 --no-thinking,
+                                   -1 (default) the template's own default (not passed) */
     bool drafts;                /* false with --no-drafts */
     weft_log_format log_format; /* access log: one line per request */
     FILE *log;                  /* where access lines go (NULL = stderr) */

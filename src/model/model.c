@@ -6,6 +6,9 @@
 #include "weft/gguf.h"
 #include "weft/safetensors.h"
 #include "model_internal.h"
+#ifdef WEFT_HAVE_CUDA
+#include "weft/cuda_backend.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +175,17 @@ int weft_model_context(const weft_model *m) {
 
 weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
                                     weft_backend_plan *plan, weft_err *err) {
+#ifdef WEFT_HAVE_CUDA
+    const bool want_auto = !opts->kind || !strcmp(opts->kind, "auto");
+    const bool dense = m->cfg.family == WEFT_FAMILY_LLAMA || m->cfg.family == WEFT_FAMILY_QWEN3;
+    if ((opts->kind && !strcmp(opts->kind, "cuda")) || (want_auto && dense && weft_cuda_device_count() > 0)) {
+        int ctx = opts->max_context > 0 ? opts->max_context : weft_model_context(m);
+        int slots = opts->max_slots > 0 ? opts->max_slots : 1;
+        weft_cuda_backend_opts co = {0, slots, opts->max_rows > 0 ? opts->max_rows : 256, ctx, 0, false};
+        if (plan) *plan = (weft_backend_plan){slots, ctx, 0, 0};
+        return weft_cuda_backend_new(&m->cfg, m->tensors, &co, out, err);
+    }
+#endif
     if (opts->kind && strcmp(opts->kind, "cpu") && strcmp(opts->kind, "auto"))
         return weft_err_set(err, WEFT_ENOTSUP, "backend '%s' is not available in this build (cpu only)",
                             opts->kind);

@@ -115,8 +115,8 @@ static void take_token(srv_gen *g, srv_choice *c, int k) {
     bool oom = false;
     if (bytes && len && srv_textpipe_feed(&c->tp, bytes, len, &c->content, &c->reasoning, &oom)) {
         c->stop_hit = true;
-        g->svc->cancel(g->svc->ctx,
-                       c->handle); /* the engine stops within a round; later tokens are dropped */
+        /* Without the stop hook the engine stops within a round; the tokens after this one are dropped. */
+        g->svc->cancel(g->svc->ctx, c->handle);
     }
 }
 

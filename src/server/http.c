@@ -211,6 +211,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     stream_ctx *s = cls;
     srv_gen_usage(&s->g, &s->log.prompt_tokens, &s->log.completion_tokens, &s->log.cached);
+    if (!s->g.client_gone && s->g.phase != 2) { /* MHD gave up on the socket (a write failed) */
+        s->g.client_gone = true;
+        srv_metrics_disconnect(&s->g.srv->metrics);
+    }
     if (s->g.client_gone) s->log.status = 499; /* logged as nginx does: the client closed the request */
     weft_server *srv = s->g.srv;
     srv_gen_end(&s->g);

@@ -100,7 +100,7 @@ static json_t *template_kwargs(const weft_server_config *cfg, json_t *root, srv_
                  "`chat_template_kwargs.enable_thinking` must be a boolean");
         return NULL;
     }
-    if (!et) json_object_set_new(out, "enable_thinking", json_boolean(cfg->thinking));
+    if (!et && cfg->thinking >= 0) json_object_set_new(out, "enable_thinking", json_boolean(cfg->thinking));
     json_t *re = json_object_get(root, "reasoning_effort");
     if (re && !json_is_null(re)) {
         if (!json_is_string(re)) {

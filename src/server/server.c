@@ -32,7 +32,7 @@ void weft_server_config_default(weft_server_config *cfg) {
     cfg->defaults.repetition_penalty = 1.0;
     cfg->defaults.logprobs = -1;
     cfg->seed_salt = "0";
-    cfg->thinking = true;
+    cfg->thinking = -1;
     cfg->drafts = true;
     cfg->log_format = WEFT_LOG_TEXT;
 }
@@ -134,12 +134,11 @@ weft_status weft_server_start(weft_server *s, weft_err *err) {
     if (st) return st;
     unsigned flags =
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, srv_http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-                                 mhd_log, s, MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
-                                 MHD_OPTION_NOTIFY_COMPLETED, srv_http_on_completed, s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-                                 MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned)(s->cfg.idle_timeout_s > 0 ? s->cfg.idle_timeout_s : 0), MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, srv_http_on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_LISTEN_SOCKET, s->listen_fd, MHD_OPTION_NOTIFY_COMPLETED, srv_http_on_completed, s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)(s->cfg.idle_timeout_s > 0 ? s->cfg.idle_timeout_s : 0), MHD_OPTION_END);
     if (!s->daemon) {
         close(s->listen_fd);
         s->listen_fd = -1;

@@ -175,15 +175,19 @@ def _metric(server, name):
     return None
 
 
-def test_disconnect_cancels(server):
+def test_disconnect_cancels(server, client):
     """peers #12: closing the socket after the first chunk ends the generation within a second."""
-    body = b'{"prompt":"Count to 100000","max_tokens":4096,"ignore_eos":true,"stream":true}'
-    s = socket.create_connection(("127.0.0.1", server.port))
+    ctx = client.get("/models").json()["data"][0]["context_length"]
+    body = b'{"prompt":"Count to 100000","max_tokens":%d,"ignore_eos":true,"stream":true}' % (ctx - 32)
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     got = b""
     while b"data: " not in got:
-        got += s.recv(4096)
+        chunk = s.recv(4096)
+        assert chunk, got.decode(errors="replace")
+        got += chunk
+    assert got.startswith(b"HTTP/1.1 200"), got.decode(errors="replace")
     s.close()
     deadline = time.monotonic() + 1.0
     running = None
@@ -218,11 +222,12 @@ def test_api_keys(make_server):
 def test_shutdown_ends_streams(make_server):
     """SIGTERM: a running stream ends with finish_reason cancelled, an error event and [DONE]; exit 0."""
     s = make_server()
+    ctx = httpx.get(s.base + "/v1/models").json()["data"][0]["context_length"]
     events = []
 
     def read():
         with httpx.stream("POST", s.base + "/v1/completions", timeout=60,
-                          json={"prompt": "Count", "max_tokens": 4000, "ignore_eos": True, "stream": True}) as r:
+                          json={"prompt": "Count", "max_tokens": ctx - 32, "ignore_eos": True, "stream": True}) as r:
             for line in r.iter_lines():
                 if line.startswith("data: "):
                     events.append(line[6:])

@@ -20,7 +20,7 @@ typedef struct fake_job {
     weft_srv_job job;
     int32_t *script; /* the reply the "model" writes */
     int n_script;
-    bool slow;
+    bool slow, fail;
     /* state (under f->mu) */
     int32_t *out;
     weft_logprobs *lps;
@@ -153,7 +153,7 @@ static weft_status f_render(void *ctx, const char *messages, const char *kwargs,
     }
     if (!st && add_gen) {
         len += (size_t)snprintf(out + len, cap - len, "<|assistant|>");
-        if (f->cfg.thinks && json_is_true(json_object_get(kw, "enable_thinking")))
+        if (f->cfg.thinks && !json_is_false(json_object_get(kw, "enable_thinking"))) /* on by default */
             snprintf(out + len, cap - len, "<think>\n");
     }
     json_decref(m);
@@ -188,6 +188,7 @@ static void make_script(fake_job *j) {
     }
     text[n] = 0;
     j->slow = strstr(text, "SLOW") != NULL;
+    j->fail = strstr(text, "FAIL") != NULL;
     const char *say = strstr(text, "SAY:");
     j->script = malloc(sizeof *j->script * ((size_t)n + 32));
     if (say) {
@@ -238,7 +239,9 @@ static void step(fake_engine *f, fake_job *j) {
             }
         }
         j->n_out++;
-        if (f->cfg.honour_stop && j->job.stop && j->job.stop(j->job.stop_ctx, j->out, j->n_out)) {
+        if (j->fail && j->n_out == 3)
+            finish(f, j, WEFT_SRV_END_ERROR);
+        else if (f->cfg.honour_stop && j->job.stop && j->job.stop(j->job.stop_ctx, j->out, j->n_out)) {
             f->counts.hook_stops++;
             finish(f, j, WEFT_SRV_END_STOP);
         } else if (id == FAKE_EOS && !j->job.ignore_eos)
@@ -361,7 +364,9 @@ static bool f_next(void *ctx, void *h, weft_srv_event *ev, double timeout_s) {
             j->finish_delivered = true;
             ev->kind = WEFT_SRV_EV_FINISHED;
             ev->end = j->end;
-            ev->message = j->end == WEFT_SRV_END_CANCELLED ? "cancelled" : NULL;
+            ev->message = j->end == WEFT_SRV_END_CANCELLED ? "cancelled"
+                          : j->end == WEFT_SRV_END_ERROR   ? "fake backend failure"
+                                                           : NULL;
             ev->stats = (weft_srv_gen_stats){j->rounds, j->drafted, j->accepted, 0.001, 0.002};
             break;
         }

@@ -4,11 +4,12 @@
  * 259 = "</think>", 260..299 = unused (valid, no text). Multi-byte characters are therefore always split
  * across tokens.
  * Chat template: "<|role|>content\n" per message, then "<|assistant|>" (+ "<think>\n" when the template
- * thinks and enable_thinking is true). Two assistant messages in a row are a template error.
+ * thinks, unless enable_thinking is false). Two assistant messages in a row are a template error.
  * Engine: one thread running rounds every round_s seconds, `parallel` jobs at once, `max_queue` waiting.
  * The reply of a prompt whose text contains "SAY:" is the text after it (up to a newline, or the end), then
  * EOS; with ignore_eos the text repeats. Other prompts get letters drawn from (seed, position), EOS after 16.
- * Prompts containing "SLOW" take 20 ms per token. Drafting (job.draft) commits up to 3 tokens per round. */
+ * Prompts containing "SLOW" take 20 ms per token; prompts containing "FAIL" end with an engine error after 3
+ * tokens. Drafting (job.draft) commits up to 3 tokens per round. */
 #ifndef TEST_SERVER_FAKE_H
 #define TEST_SERVER_FAKE_H
 

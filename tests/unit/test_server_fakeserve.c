@@ -29,15 +29,24 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = v && strncmp(v, "--", 2) != 0;
-        if (!strcmp(a, "--host") && v) cfg.host = v;
-        else if (!strcmp(a, "--port") && v) cfg.port = atoi(v);
-        else if (!strcmp(a, "--api-key") && v && n_keys < 16) keys[n_keys++] = v;
-        else if (!strcmp(a, "--metrics-open")) takes = false, cfg.metrics_open = true;
-        else if (!strcmp(a, "--shutdown-grace") && v) grace = atof(v);
-        else if (!strcmp(a, "--max-tokens") && v) cfg.max_tokens = atoi(v);
-        else if (!strcmp(a, "--context") && v) fc.context = atoi(v);
-        else if (!strcmp(a, "--parallel") && v) fc.parallel = atoi(v);
-        else if (strncmp(a, "--", 2)) takes = false; /* MODEL: ignored */
+        if (!strcmp(a, "--host") && v)
+            cfg.host = v;
+        else if (!strcmp(a, "--port") && v)
+            cfg.port = atoi(v);
+        else if (!strcmp(a, "--api-key") && v && n_keys < 16)
+            keys[n_keys++] = v;
+        else if (!strcmp(a, "--metrics-open"))
+            takes = false, cfg.metrics_open = true;
+        else if (!strcmp(a, "--shutdown-grace") && v)
+            grace = atof(v);
+        else if (!strcmp(a, "--max-tokens") && v)
+            cfg.max_tokens = atoi(v);
+        else if (!strcmp(a, "--context") && v)
+            fc.context = atoi(v);
+        else if (!strcmp(a, "--parallel") && v)
+            fc.parallel = atoi(v);
+        else if (strncmp(a, "--", 2))
+            takes = false; /* MODEL: ignored */
         if (takes && !strncmp(a, "--", 2) && strcmp(a, "--metrics-open")) i++;
     }
     cfg.api_keys = keys;

@@ -372,6 +372,29 @@ static void test_no_tokenizer(void) {
     env_stop(&e);
 }
 
+/* An engine failure: 500 before any reply, or one error event then [DONE] in a stream; others unaffected. */
+static void test_engine_error(env *e) {
+    http_resp r;
+    CHECK(http_post(e->port, "/v1/completions", "{\"prompt\":\"FAIL\",\"max_tokens\":10}", &r));
+    check_error(&r, 500, "server_error", "engine_error");
+    CHECK(strstr(r.body, "fake backend failure") != NULL);
+    http_resp_free(&r);
+    CHECK(http_post(
+        e->port, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"FAIL\"}],\"stream\":true,\"max_tokens\":10}", &r));
+    CHECK_EQ_INT(r.status, 200);
+    stream_out o;
+    stream_parse(r.body, true, &o);
+    CHECK_EQ_INT(o.n_errors, 1);
+    CHECK(o.done_last);
+    CHECK_EQ_INT(o.n_usage, 0);
+    stream_free(&o);
+    http_resp_free(&r);
+    CHECK(http_post(e->port, "/v1/completions", "{\"prompt\":\"SAY:fine\"}", &r));
+    CHECK(r.status == 200 && strstr(r.body, "\"fine\""));
+    http_resp_free(&r);
+}
+
 static void test_metrics(env *e) {
     http_resp r;
     CHECK(http_do(e->port, "GET", "/metrics", NULL, NULL, false, &r));
@@ -405,6 +428,7 @@ int main(void) {
     test_stop(&e);
     test_chat(&e);
     test_choices(&e);
+    test_engine_error(&e);
     test_metrics(&e);
     env_stop(&e);
     test_reasoning();

@@ -178,19 +178,24 @@ static void *post_thread(void *p) {
     return NULL;
 }
 
-/* 8 concurrent requests each get their own reply (llama.cpp #6681). */
-static void test_concurrent(void) {
+/* Concurrent requests each get their own reply (llama.cpp #6681): n clients, half of them streaming, over
+ * an engine running `parallel` at once. */
+static void test_concurrent(int n, int parallel) {
+    fake_config fc;
+    fake_config_default(&fc);
+    fc.parallel = parallel;
+    fc.max_queue = n;
     env e;
-    env_start(&e, NULL, NULL);
-    job_arg a[8];
-    pthread_t t[8];
-    for (int i = 0; i < 8; i++) {
+    env_start(&e, &fc, NULL);
+    job_arg *a = calloc((size_t)n, sizeof *a);
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    for (int i = 0; i < n; i++) {
         a[i].port = e.port;
         snprintf(a[i].body, sizeof a[i].body, "{\"prompt\":\"SAY:apple_%d apple_%d apple_%d\",\"stream\":%s}",
                  i, i, i, i % 2 ? "true" : "false");
         pthread_create(&t[i], NULL, post_thread, &a[i]);
     }
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < n; i++) {
         pthread_join(t[i], NULL);
         char want[64];
         snprintf(want, sizeof want, "apple_%d apple_%d apple_%d", i, i, i);
@@ -199,6 +204,7 @@ static void test_concurrent(void) {
             stream_out o;
             stream_parse(a[i].r.body, false, &o);
             CHECK_STR(o.text[0], want);
+            CHECK(o.done_last);
             stream_free(&o);
         } else {
             json_t *j = body_json(&a[i].r);
@@ -209,7 +215,9 @@ static void test_concurrent(void) {
     }
     fake_counts c;
     fake_get_counts(e.f, &c);
-    CHECK(c.max_running == 2 && c.live == 0);
+    CHECK(c.max_running > 1 && c.max_running <= parallel && c.live == 0);
+    free(a);
+    free(t);
     env_stop(&e);
 }
 
@@ -307,7 +315,8 @@ int main(void) {
     test_body_limit();
     test_disconnect();
     test_busy();
-    test_concurrent();
+    test_concurrent(8, 2);
+    test_concurrent(64, 16);
     test_access_log();
     test_shutdown(true);
     test_shutdown(false);

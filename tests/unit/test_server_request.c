@@ -269,6 +269,17 @@ static void test_variants(fake_engine *f) {
          &r);
     CHECK(r.split_reasoning && !r.start_in_reasoning);
     srv_request_free(&r);
+    g_cfg.thinking = 0; /* --no-thinking: the default a request can still override */
+    good(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+    CHECK(r.split_reasoning && !r.start_in_reasoning);
+    srv_request_free(&r);
+    good(SRV_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":{"
+         "\"enable_thinking\":true}}",
+         &r);
+    CHECK(r.start_in_reasoning);
+    srv_request_free(&r);
+    g_cfg.thinking = -1;
     fake_free(t);
     /* no BOS: an empty prompt has no token → 400 */
     c.thinks = false;

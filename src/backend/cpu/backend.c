@@ -6,6 +6,7 @@
 #include <string.h>
 
 typedef struct cpu_backend {
+    weft_backend_ops ops; /* CPU_OPS, with draft only when the family has a draft head */
     weft_family_model fam;
     weft_pool *pool;
     int max_slots, max_rows;
@@ -112,6 +113,16 @@ static weft_status cpu_restore(void *self, int slot, int pos, const void *src, s
     return b->fam.ops->snapshot_restore(b->fam.self, b->states[slot], pos, src, err);
 }
 
+static weft_status cpu_draft(void *self, int slot, const int32_t *seq, int n_tokens, int max_n, int32_t *out,
+                             int *n_out, weft_err *err) {
+    cpu_backend *b = self;
+    *n_out = 0;
+    if (slot < 0 || slot >= b->max_slots || !b->states[slot])
+        return weft_err_set(err, WEFT_EINVAL, "draft: slot %d is not open", slot);
+    if (max_n < 1) return WEFT_OK;
+    return b->fam.ops->draft(b->fam.self, b->pool, b->states[slot], seq, n_tokens, max_n, out, n_out, err);
+}
+
 static void cpu_memory(void *self, size_t *used, size_t *free_bytes) {
     cpu_backend *b = self;
     if (used) *used = b->used_bytes + b->fam.weights_bytes;
@@ -170,7 +181,9 @@ weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_o
                             "cannot allocate the CPU backend (%zu bytes of logits for %d rows)", logit_bytes,
                             fam.max_rows);
     }
-    out->ops = &CPU_OPS;
+    b->ops = CPU_OPS;
+    b->ops.draft = fam.ops->draft ? cpu_draft : NULL;
+    out->ops = &b->ops;
     out->self = b;
     out->max_slots = b->max_slots;
     out->max_rows = b->max_rows;

@@ -59,13 +59,16 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Takes and runs tasks of job `gen` until none are left (or the job is over). */
+/* Takes and runs tasks of job `gen` until none are left (or the job is over). The job's fields are read
+ * after a claim value carrying this generation; the caller changes `claim` before it rewrites them, so a
+ * successful compare-and-swap proves they belonged to this job. */
 static void drain(weft_pool *p, uint64_t gen, float *scratch) {
     const uint64_t tag = (gen & 0xFFFFFFFFu) << 32;
+    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+    if ((c & 0xFFFFFFFF00000000u) != tag) return;
     weft_task_fn fn = atomic_load_explicit(&p->fn, memory_order_acquire);
     void *ctx = atomic_load_explicit(&p->ctx, memory_order_acquire);
     const int64_t n = atomic_load_explicit(&p->n_tasks, memory_order_acquire);
-    uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
         if ((c & 0xFFFFFFFF00000000u) != tag || (int64_t)(c & 0xFFFFFFFFu) >= n) return;
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
@@ -168,18 +171,20 @@ int weft_pool_threads(const weft_pool *p) {
 
 void weft_pool_run(weft_pool *p, int64_t n_tasks, weft_task_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
-    if (p->n_threads == 1 || n_tasks == 1) {
+    if (p->n_threads == 1 || n_tasks == 1 || n_tasks >= 0xFFFFFFFF) {
         for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, p->scratch[0]);
         return;
     }
-    /* Every task of the previous job has finished (we waited for them), so nobody reads fn/ctx/n_tasks of a
-     * live job while they change; a late worker that loads them mixed fails its claim (stale generation). */
-    uint64_t gen = atomic_load(&p->generation) + 1;
-    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_relaxed);
+    /* Every task of the previous job has finished (we waited for them). `claim` is closed (index all ones)
+     * before the job's fields change, so a late worker still holding the previous generation fails its
+     * compare-and-swap instead of running a mix of two jobs. */
+    uint64_t gen = atomic_load(&p->generation) + 1, tag = (gen & 0xFFFFFFFFu) << 32;
+    atomic_store(&p->claim, tag | 0xFFFFFFFFu);
+    atomic_store_explicit(&p->fn, fn, memory_order_release);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_release);
+    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_release);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->claim, (gen & 0xFFFFFFFFu) << 32, memory_order_release);
+    atomic_store_explicit(&p->claim, tag, memory_order_release);
     atomic_store(&p->generation, gen); /* seq_cst: ordered before the sleepers check below */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);

@@ -182,8 +182,10 @@ extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_
     }
     attn_span_kernel<<<dim3((unsigned)n, (unsigned)Hkv, (unsigned)spans), kThreads, smem, stream>>>(
         q, out, rows, Hq, Hkv, d, layer, scale, scratch, max_spans);
-    if (spans > 1)
-        attn_combine_kernel < <<dim3((unsigned)n, (unsigned)Hq), d<128 ? 32 : 128, 0, stream>>>(
-                                  out, rows, Hq, d, scratch, max_spans);
+    if (spans > 1) {
+        const int threads = d < 128 ? 32 : 128;
+        attn_combine_kernel<<<dim3((unsigned)n, (unsigned)Hq), threads, 0, stream>>>(out, rows, Hq, d,
+                                                                                     scratch, max_spans);
+    }
     return cudaGetLastError();
 }
