@@ -25,11 +25,19 @@ in that child only, none touching the tensors or their transforms:
      merges.txt the converter's SpecialVocab reads), tokenizer.ggml.pre "qwen35" / "qwen2" / "default";
      Nemotron-H's set_vocab (AutoTokenizer) is replaced by the converter's own _set_vocab_gpt2. bos/eos/pad
      come from the fixture's config via SpecialVocab as usual.
-  2. Nemotron-H layer pattern: transformers 5 configs list `layers_block_type` as linear_attention / mlp /
-     full_attention / moe and leave out num_hidden_layers, while this converter (which reads config.json
-     itself for Mamba-2 models) needs num_hidden_layers and matches mamba / attention / moe (or M - * E in
-     hybrid_override_pattern). The temporary config.json gets hybrid_override_pattern "M-*-" / "ME*E" built
-     from the list and num_hidden_layers = its length: the same model (without it the converter stops).
+  2. Nemotron-H config (a temporary copy; the same model): transformers 5 configs list `layers_block_type` as
+     linear_attention / mlp / full_attention / moe and leave out num_hidden_layers, while this converter (which
+     reads config.json itself for Mamba-2 models) needs num_hidden_layers and matches mamba / attention / moe
+     or M - * E in hybrid_override_pattern: the copy gets hybrid_override_pattern "M-*-" / "ME*E" built from
+     the list and num_hidden_layers = its length (else the converter stops). transformers 5 also writes MoE
+     keys into every NemotronH config, and the converter picks arch nemotron_h_moe whenever
+     num_experts_per_tok is present, which makes the dense fixture a broken nemotron_h_moe file (its '-' MLP
+     layers unlisted): for a pattern without MoE layers the copy drops the moe_* keys and n_routed_experts,
+     num_experts_per_tok, n_shared_experts, n_group, topk_group, routed_scaling_factor, norm_topk_prob (the
+     hub's dense Nemotron-H configs have none), and the child reads Nemotron-H's config.json directly instead
+     of through AutoConfig (whose to_dict() re-adds default MoE keys), as the converter's Mamba-2 base class
+     does. The copy also gets rms_norm_eps = layer_norm_epsilon: the converter writes
+     attention.layer_norm_rms_epsilon only from rms_norm_eps, and llama.cpp's nemotron_h loader requires it.
   3. The model directory is a temporary copy (config.json, generation_config.json, model.safetensors symlink).
 
 Outputs besides the GGUFs:
@@ -52,6 +60,8 @@ FIXTURES = "tests/data/fixtures"
 MODELS = [("qwen3", "f16"), ("qwen3_5", "f32"), ("qwen3_5_moe", "f16"), ("nemotron_h", "f32"),
           ("nemotron_h_moe", "f16")]
 Q8_SOURCE = "qwen3_5"
+DENSE_DROP = {"n_routed_experts", "num_experts_per_tok", "n_shared_experts", "n_group", "topk_group",
+              "routed_scaling_factor", "norm_topk_prob"}
 NEMOTRON_KIND = {"linear_attention": "M", "mamba": "M", "mlp": "-", "full_attention": "*", "attention": "*",
                  "moe": "E"}
 
@@ -105,6 +115,14 @@ def child_convert(model_dir, outfile, outtype):
     for cls in (qwen.Qwen3Model, qwen.Qwen3_5TextModel, qwen.Qwen3_5MoeTextModel):
         cls.set_vocab = base.TextModel._set_vocab_gpt2
 
+    if cfg["model_type"] == "nemotron_h":
+        # NemotronHModel picks its arch from ModelBase.load_hparams (AutoConfig), whose transformers-5 to_dict()
+        # re-adds the default MoE keys: read config.json as the converter's Mamba-2 base class itself does.
+        def load_hparams(dir_model, is_mistral_format):
+            with open(os.path.join(dir_model, "config.json"), encoding="utf-8") as fh:
+                return json.load(fh)
+
+        base.ModelBase.load_hparams = staticmethod(load_hparams)
     sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outfile", outfile, "--outtype", outtype]
     conv.main()
 
@@ -121,6 +139,10 @@ def convert(name, outtype, out_dir):
         if cfg["model_type"] == "nemotron_h" and isinstance(lbt, list):
             cfg["hybrid_override_pattern"] = "".join(NEMOTRON_KIND[k] for k in lbt)
             cfg.setdefault("num_hidden_layers", len(lbt))
+            cfg.setdefault("rms_norm_eps", cfg["layer_norm_epsilon"])
+            if "moe" not in lbt:  # a dense Nemotron-H: hub configs of those have no MoE keys
+                for k in [k for k in cfg if k.startswith("moe_") or k in DENSE_DROP]:
+                    del cfg[k]
         json.dump(cfg, open(os.path.join(tmp, "config.json"), "w"), indent=1)
         os.symlink(os.path.join(src, "model.safetensors"), os.path.join(tmp, "model.safetensors"))
         _, merges = synthetic_vocab(cfg.get("text_config", cfg)["vocab_size"])
@@ -270,7 +292,8 @@ def llamacpp_greedy(files, out_dir):
                         "equals_hf_greedy": out["greedy_ids"] == golden["greedy_ids"]}
         print(key, res[key])
     res["_settings"] = "greedy_dump --kv f32 --fa off -t 2, prompt = golden prompt_ids (no BOS), EOS ignored"
-    json.dump(res, open(os.path.join(out_dir, "llamacpp_greedy.json"), "w"), indent=1)
+    with open(os.path.join(out_dir, "llamacpp_greedy.json"), "w") as fh:  # one line per file
+        fh.write("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in res.items()) + "\n}\n")
 
 
 def main():

@@ -1,6 +1,7 @@
 /* CPU kernel harness: each kernel against a plain reference (bitwise), then timed.
  *
- *   bench_cpu_kernels [--threads N] [--reps R] [--cold MiB] [--only NAME] [--isa scalar|avx2|avx512]
+ *   bench_cpu_kernels [--threads N] [--reps R] [--cold MiB] [--only NAME] [--rows 1|128]
+ *                     [--isa scalar|avx2|avx512]
  *
  * matmul: for each weight type, SmolLM2-135M's shapes (q/o [576, 576], gate/up [1536, 576], down [576, 1536])
  * and its lm_head [49152, 576] (Q8_0), at 1 input row (decode) and 128 rows (prefill). The reference is the
@@ -37,6 +38,7 @@ typedef struct opts {
     double cold_mib;
     const char *only;
     weft_cpu_isa isa;
+    int rows; /* 0: both 1 and 128 */
 } opts;
 
 /* random weights with finite scales (offsets of the fp16 fields per ggml-common.h) */
@@ -166,6 +168,7 @@ static void bench_matmul(const opts *o, weft_pool *p, weft_dtype dt, const char 
     }
     for (int pass = 0; pass < 2; pass++) {
         const int64_t n = pass == 0 ? 1 : N;
+        if (o->rows && o->rows != n) continue;
         double *ts = malloc((size_t)o->reps * sizeof(double));
         int inner = n == 1 ? 8 : 1;
         for (int rep = 0; rep < o->reps; rep++) {
@@ -265,7 +268,7 @@ static void bench_attention(const opts *o, weft_pool *p, int n_rows, int ctx) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {1, 15, 0, NULL, WEFT_CPU_ISA_AUTO};
+    opts o = {1, 15, 0, NULL, WEFT_CPU_ISA_AUTO, 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             o.threads = atoi(argv[++i]);
@@ -273,6 +276,8 @@ int main(int argc, char **argv) {
             o.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cold") && i + 1 < argc)
             o.cold_mib = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+            o.rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             o.only = argv[++i];
         else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
@@ -281,13 +286,13 @@ int main(int argc, char **argv) {
                     : !strcmp(s, "avx2") ? WEFT_CPU_ISA_AVX2
                                          : WEFT_CPU_ISA_AVX512;
         } else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--cold MiB] [--only NAME] [--isa I]\n",
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--cold MiB] [--only NAME] [--rows 1|128] [--isa I]\n",
                     argv[0]);
             return 2;
         }
     }
     if (o.reps < 1) o.reps = 1;
-    weft_pool *p = weft_pool_new(o.threads, 16);
+    weft_pool *p = weft_pool_new(o.threads, 8192); /* attention scratch: a context's scores */
     weft_cpu_isa isa = o.isa == WEFT_CPU_ISA_AUTO ? weft_cpu_isa_best() : o.isa;
     printf("threads %d, isa %s, reps %d, cold %.0f MiB\n\n", o.threads, weft_cpu_isa_name(isa), o.reps,
            o.cold_mib);
@@ -297,9 +302,15 @@ int main(int argc, char **argv) {
     const weft_dtype types[] = {WEFT_DT_Q4_1, WEFT_DT_Q4_0, WEFT_DT_Q8_0, WEFT_DT_Q4_K,      WEFT_DT_Q6_K,
                                 WEFT_DT_F16,  WEFT_DT_BF16, WEFT_DT_F32,  WEFT_DT_MLX_AFFINE};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        bench_matmul(&o, p, types[t], "576x576", 576, 576);
-        bench_matmul(&o, p, types[t], "1536x576", 1536, 576);
-        bench_matmul(&o, p, types[t], "576x1536", 576, 1536);
+        /* k-quants need rows of whole 256-blocks: 512 stands in for 576 */
+        const int64_t H = types[t] == WEFT_DT_Q4_K || types[t] == WEFT_DT_Q6_K ? 512 : 576;
+        char s1[32], s2[32], s3[32];
+        snprintf(s1, sizeof s1, "%lldx%lld", (long long)H, (long long)H);
+        snprintf(s2, sizeof s2, "1536x%lld", (long long)H);
+        snprintf(s3, sizeof s3, "%lldx1536", (long long)H);
+        bench_matmul(&o, p, types[t], s1, H, H);
+        bench_matmul(&o, p, types[t], s2, 1536, H);
+        bench_matmul(&o, p, types[t], s3, H, 1536);
     }
     bench_matmul(&o, p, WEFT_DT_Q8_0, "head49152x576", 49152, 576);
     bench_attention(&o, p, 1, 192);

@@ -60,7 +60,11 @@ template <class T> std::vector<T> dev_download(const T *d, size_t n) {
 }
 
 // Median milliseconds of `reps` runs of f() (after `warm` runs), timed with events around each run.
-template <class F> double time_ms(F f, int warm = 3, int reps = 20) {
+// pre() (untimed) runs before each timed run: e.g. an L2 flush, so weights come from HBM as in a model.
+struct NoPre {
+    void operator()() const {}
+};
+template <class F, class P = NoPre> double time_ms(F f, int warm = 3, int reps = 20, P pre = P()) {
     for (int i = 0; i < warm; i++) f();
     CK(cudaDeviceSynchronize());
     cudaEvent_t a, b;
@@ -68,6 +72,7 @@ template <class F> double time_ms(F f, int warm = 3, int reps = 20) {
     CK(cudaEventCreate(&b));
     std::vector<float> t(reps);
     for (int i = 0; i < reps; i++) {
+        pre();
         CK(cudaEventRecord(a));
         f();
         CK(cudaEventRecord(b));

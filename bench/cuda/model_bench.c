@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     double t_fill = weft_now() - t0;
-    const int cap = P + G + 16, max_slots = 64;
+    const int cap = (P + G + 16 > 8200 ? P + G + 16 : 8200), max_slots = 64;
     weft_cuda_backend_opts o = {
         0, max_slots, 256, cap > 128 ? cap : 128, 0, getenv("WEFT_NO_GRAPHS") != NULL};
     weft_backend be;
@@ -211,61 +211,81 @@ int main(int argc, char **argv) {
     printf("model %s %s: %.2f GB on the device (fill %.1f s, upload %.1f s)\n", shape, fmt, wbytes / 1e9,
            t_fill, t_up);
 
-    weft_sampling sp;
+    weft_sampling sp, greedy;
     weft_sampling_defaults(&sp);
     sp.seed = 7;
+    greedy = sp;
+    greedy.temperature = 0; /* drawn on the device: only ids come back */
     int32_t *seq = malloc((size_t)(cap + 8) * sizeof *seq), draws[256];
-    for (int i = 0; i < P; i++) seq[i] = (int32_t)((i * 7919 + 13) % V);
-    if (be.ops->open(be.self, 0, cap, &err)) {
-        fprintf(stderr, "open: %s\n", err.msg);
-        return 1;
-    }
     /* warm-up: one small forward in another slot (module load, first launches) */
     be.ops->open(be.self, 1, cap, &err);
+    for (int i = 0; i < 4; i++) seq[i] = i + 1;
     weft_segment w = {1, 0, 4, seq, 4, 1, &sp, draws, NULL};
     forward_timed(&be, &w, 1);
     be.ops->release(be.self, 1);
-    double t_pre = 0;
-    for (int a = 0; a < P; a += 256) {
-        int n = P - a < 256 ? P - a : 256;
-        weft_segment s = {0, a, n, seq, P, a + n == P ? 1 : 0, &sp, draws, NULL};
-        t_pre += forward_timed(&be, &s, 1);
-    }
-    seq[P] = draws[0];
-    double t_dec = 0;
-    for (int g = 0; g < G; g++) {
-        weft_segment s = {0, P + g, 1, seq, P, 1, &sp, draws, NULL};
-        t_dec += forward_timed(&be, &s, 1);
-        seq[P + g + 1] = draws[0];
-    }
-    be.ops->release(be.self, 0);
-    double tps = G / t_dec;
-    printf("prefill %d tokens: %.0f tok/s | batch-1 decode %d tokens: %.1f tok/s, %.2f ms/token, weights "
-           "%.0f GB/s "
-           "(%.0f%% of 4.6 TB/s)\n",
-           P, P / t_pre, G, tps, 1e3 * t_dec / G, wbytes * tps / 1e9, 100.0 * wbytes * tps / 4.6e12);
+    for (int mode = 0; mode < 2; mode++) {
+        const weft_sampling *ps = mode ? &sp : &greedy;
+        const char *mname = mode ? "temperature 1 (host draws)" : "greedy (device argmax)";
+        for (int i = 0; i < P; i++) seq[i] = (int32_t)((i * 7919 + 13) % V);
+        if (be.ops->open(be.self, 0, cap, &err)) {
+            fprintf(stderr, "open: %s\n", err.msg);
+            return 1;
+        }
+        double t_pre = 0;
+        for (int a = 0; a < P; a += 256) {
+            int n = P - a < 256 ? P - a : 256;
+            weft_segment s = {0, a, n, seq, P, a + n == P ? 1 : 0, ps, draws, NULL};
+            t_pre += forward_timed(&be, &s, 1);
+        }
+        seq[P] = draws[0];
+        double t_dec = 0;
+        for (int g = 0; g < G; g++) {
+            weft_segment s = {0, P + g, 1, seq, P, 1, ps, draws, NULL};
+            t_dec += forward_timed(&be, &s, 1);
+            seq[P + g + 1] = draws[0];
+        }
+        be.ops->release(be.self, 0);
+        double tps = G / t_dec;
+        printf("%s: prefill %d tokens: %.0f tok/s | batch-1 decode %d tokens: %.1f tok/s, %.2f ms/token, "
+               "weights %.0f GB/s (%.0f%% of 4.6 TB/s)\n",
+               mname, P, P / t_pre, G, tps, 1e3 * t_dec / G, wbytes * tps / 1e9, 100.0 * wbytes * tps / 4.6e12);
 
-    /* aggregate decode at S streams: 64-token prompts (untimed), then 32 rounds of S rows */
-    static int32_t sseq[64][256];
-    static int32_t sdraw[64][4];
-    weft_segment segs[64];
-    for (int S = 1; S <= 64; S *= 4) {
-        for (int i = 0; i < S; i++) {
-            be.ops->open(be.self, i, 128, &err);
-            for (int t = 0; t < 64; t++) sseq[i][t] = (int32_t)((t * 31 + i * 1009) % V);
-            segs[i] = (weft_segment){i, 0, 64, sseq[i], 64, 1, &sp, sdraw[i], NULL};
-            forward_timed(&be, &segs[i], 1); /* prompts one by one: 64 x 64 rows exceed the row budget */
-            sseq[i][64] = sdraw[i][0];
+        /* aggregate decode at S streams: 64-token prompts (untimed), then 32 rounds of S rows */
+        static int32_t sseq[64][256];
+        static int32_t sdraw[64][4];
+        weft_segment segs[64];
+        for (int S = 1; S <= 64; S *= 4) {
+            for (int i = 0; i < S; i++) {
+                be.ops->open(be.self, i, 128, &err);
+                for (int t = 0; t < 64; t++) sseq[i][t] = (int32_t)((t * 31 + i * 1009) % V);
+                segs[i] = (weft_segment){i, 0, 64, sseq[i], 64, 1, ps, sdraw[i], NULL};
+                forward_timed(&be, &segs[i], 1); /* prompts one by one: 64 x 64 rows exceed the row budget */
+                sseq[i][64] = sdraw[i][0];
+            }
+            double t = 0;
+            for (int r = 0; r < 32; r++) {
+                for (int i = 0; i < S; i++)
+                    segs[i] = (weft_segment){i, 64 + r, 1, sseq[i], 64, 1, ps, sdraw[i], NULL};
+                t += forward_timed(&be, segs, S);
+                for (int i = 0; i < S; i++) sseq[i][65 + r] = sdraw[i][0];
+            }
+            printf("  %2d streams: %.0f tok/s aggregate (%.2f ms per round)\n", S, 32.0 * S / t, 1e3 * t / 32);
+            for (int i = 0; i < S; i++) be.ops->release(be.self, i);
         }
-        double t = 0;
-        for (int r = 0; r < 32; r++) {
-            for (int i = 0; i < S; i++)
-                segs[i] = (weft_segment){i, 64 + r, 1, sseq[i], 64, 1, &sp, sdraw[i], NULL};
-            t += forward_timed(&be, segs, S);
-            for (int i = 0; i < S; i++) sseq[i][65 + r] = sdraw[i][0];
+    }
+    /* prefill at 2k (and 8k when the context allows): chunks of 256 rows, greedy last row */
+    for (int PL = 2048; PL <= 8192; PL *= 4) {
+        if (PL + 8 > cap) break;
+        for (int i = 0; i < PL; i++) seq[i] = (int32_t)((i * 7919 + 13) % V);
+        if (be.ops->open(be.self, 0, PL + 8, &err)) break;
+        double t_pre = 0;
+        for (int a = 0; a < PL; a += 256) {
+            int n = PL - a < 256 ? PL - a : 256;
+            weft_segment s = {0, a, n, seq, PL, a + n == PL ? 1 : 0, &greedy, draws, NULL};
+            t_pre += forward_timed(&be, &s, 1);
         }
-        printf("  %2d streams: %.0f tok/s aggregate (%.2f ms per round)\n", S, 32.0 * S / t, 1e3 * t / 32);
-        for (int i = 0; i < S; i++) be.ops->release(be.self, i);
+        be.ops->release(be.self, 0);
+        printf("prefill %d tokens: %.0f tok/s\n", PL, PL / t_pre);
     }
     be.ops->destroy(be.self);
     free(seq);

@@ -109,10 +109,79 @@ void check_swiglu(int64_t n) {
     cudaFree(du);
 }
 
+// weft_cu_argmax against weft_sample's greedy scan (src/core/sampler.c): NaN -> -inf, strict > in id order.
+int cpu_argmax(const float *z, int64_t V) {
+    int best = 0;
+    float zb = -INFINITY;
+    for (int64_t i = 0; i < V; i++) {
+        float v = z[i];
+        if (isnan(v)) v = -INFINITY;
+        if (v > zb) {
+            zb = v;
+            best = (int)i;
+        }
+    }
+    return best;
+}
+
+void check_argmax(int64_t V, int rows) {
+    Rng rng(23);
+    std::vector<float> z((size_t)rows * V);
+    for (auto &v : z) v = rng.uniform() * 8.0f;
+    for (int r = 0; r < rows; r++) {
+        float *zr = z.data() + (size_t)r * V;
+        switch (r % 8) {
+        case 1: // ties: the max at several ids, the lowest must win
+            for (int k = 0; k < 5; k++) zr[(rng.next() % V)] = 9.0f;
+            break;
+        case 2: // NaNs everywhere around a max
+            for (int k = 0; k < 100; k++) zr[(rng.next() % V)] = NAN;
+            zr[V - 1] = 8.5f;
+            break;
+        case 3: // all -inf / NaN: id 0
+            for (int64_t i = 0; i < V; i++) zr[i] = i % 3 ? -INFINITY : NAN;
+            break;
+        case 4: // max is zero of both signs
+            for (int64_t i = 0; i < V; i++) zr[i] = -fabsf(zr[i]) - 1.0f;
+            zr[V / 2] = 0.0f;
+            zr[V / 3] = -0.0f;
+            break;
+        case 5: // +inf twice
+            zr[V - 2] = INFINITY;
+            zr[V - 5] = INFINITY;
+            break;
+        default:
+            break;
+        }
+    }
+    std::vector<int> sel(rows);
+    for (int r = 0; r < rows; r++) sel[r] = rows - 1 - r; // reversed: the selection is honoured
+    float *dz = dev_upload(z);
+    int *dsel = dev_upload(sel);
+    int32_t *dids = nullptr;
+    CK(cudaMalloc(&dids, rows * sizeof(int32_t)));
+    CK(weft_cu_argmax(dz, V, dsel, rows, dids, 0));
+    CK(cudaDeviceSynchronize());
+    std::vector<int32_t> ids = dev_download(dids, rows);
+    int bad = 0;
+    for (int r = 0; r < rows; r++) bad += ids[r] != cpu_argmax(z.data() + (size_t)sel[r] * V, V);
+    EXPECT(bad == 0, "argmax V=%lld: %d of %d rows differ from the CPU greedy draw", (long long)V, bad, rows);
+    double t = time_ms([&] { weft_cu_argmax(dz, V, dsel, rows, dids, 0); });
+    printf("argmax   V=%-7lld rows=%-3d %s  %.4f ms  %.0f GB/s\n", (long long)V, rows, bad ? "FAIL" : "ok", t,
+           (double)rows * V * 4 / t / 1e6);
+    cudaFree(dz);
+    cudaFree(dsel);
+    cudaFree(dids);
+}
+
 } // namespace
 
 int main() {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    check_argmax(512, 16);
+    check_argmax(1000, 9);
+    check_argmax(128256, 1);
+    check_argmax(128256, 64);
     check_rmsnorm(64, 7);
     check_rmsnorm(128, 33);
     check_rmsnorm(4096, 1);

@@ -96,6 +96,15 @@ typedef struct weft_config {
     bool use_conv_bias;
     double time_step_limit_min, time_step_limit_max;
     int64_t num_nextn_predict_layers;
+
+    /* How the stored tensors encode what HF computes at load: GGUF conventions (families-and-formats §6.5),
+     * set by weft_gguf_config; all false for HF and MLX checkpoints. */
+    bool norms_plus_one;  /* qwen3_5 zero-centred norms are stored as 1+w (the family must not add 1 again) */
+    bool a_is_neg_exp;    /* the A_log tensor holds A = −exp(A_log) (GGUF ssm_a of qwen35 and nemotron_h) */
+    bool gdn_tiled_heads; /* qwen3_5 Gated DeltaNet: value head j (in the stored order of in_proj_qkv's V
+                             rows, in_proj_z, in_proj_b/a, A, dt_bias, conv V channels and out_proj's columns)
+                             pairs with key head j mod Hk (GGUF's tiled order), not ⌊j/(Hv/Hk)⌋ (HF's grouped
+                             order) */
 } weft_config;
 
 /* Reads dir/config.json (flat or nested `text_config`) and, when present, dir/generation_config.json.

@@ -17,8 +17,14 @@ extern "C" {
 
 typedef struct weft_pool weft_pool;
 
-/* n_threads >= 1 (including the caller). scratch_floats: per-thread scratch (fp32 elements) for kernels
- * (the largest weight row decoded at once). NULL on failure. */
+/* Per-thread scratch every pool provides at least (fp32 elements, 64-byte aligned): weft_matmul decodes
+ * blocks of weight rows and keeps partial sums there. */
+#define WEFT_POOL_MIN_SCRATCH_FLOATS ((size_t)64 * 1024)
+
+/* n_threads >= 1 (including the caller). scratch_floats: per-thread scratch (fp32 elements) the caller's
+ * tasks need (e.g. attention scores for a context); the pool allocates max(scratch_floats,
+ * WEFT_POOL_MIN_SCRATCH_FLOATS), 64-byte aligned. Idle workers poll for ~2 ms before sleeping. NULL on
+ * failure. */
 weft_pool *weft_pool_new(int n_threads, size_t scratch_floats);
 void weft_pool_free(weft_pool *p);
 int weft_pool_threads(const weft_pool *p);
@@ -56,7 +62,7 @@ float weft_dot_isa(const float *a, const float *b, int64_t n, weft_cpu_isa isa);
  * any thread count and any ISA. Work is split across output elements and input rows, never across k.
  * Uses about 50 KiB of stack per thread (decoded weight panel + partial sums); allocates nothing. */
 void weft_matmul(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_rows, float *Y, int64_t ldy);
-/* Same with an explicit ISA (tests and benchmarks). p may be NULL (runs on the calling thread). */
+/* Same with an explicit ISA (tests and benchmarks). */
 void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_rows, float *Y,
                      int64_t ldy, weft_cpu_isa isa);
 

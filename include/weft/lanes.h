@@ -96,6 +96,12 @@ typedef struct weft_engine_config {
      * (plain rounds) must lose by 5% for drafting to go on. A stream whose drafts do not pay runs plain
      * rounds and probes 2 drafts after 8, 16, ... 128 plain rounds. */
     double draft_row_cost; /* cost of one draft row relative to a one-row round, >= 0 (0 = 0.1) */
+    /* Model drafts (SPEC §4.5 (b)): when the backend has a draft head (backend ops `draft`, e.g. an MTP
+     * head) a window's drafts come from it — greedy proposals, depth from the same rule — and the drafter
+     * above is the fallback (used when the backend has no head, or its head has nothing for the stream this
+     * round, or failed for the stream: logged once). max_model_draft: most head drafts per window, capped by
+     * max_draft (0 = max_draft); -1 = never use the head (drafter only). */
+    int max_model_draft;
 } weft_engine_config;
 
 /* Validates cfg against the backend (messages name the field), copies it and allocates every per-engine
@@ -133,7 +139,7 @@ typedef struct weft_request {
     weft_sampling sampling; /* copied, logit_bias array included; sampling.logprobs >= 0 asks for logprobs */
     int max_tokens;         /* >= 1; prompt + max_tokens <= capacity */
     bool ignore_eos;        /* true: EOS ids do not end the reply */
-    bool draft;             /* false = serial reference (no draft rows); ignored without a drafter */
+    bool draft;             /* false = serial reference (no draft rows); ignored without a drafter or head */
     weft_stop_fn stop;      /* optional stop hook */
     void *stop_ctx;         /* passed to stop; must live until FINISHED */
 } weft_request;

@@ -203,6 +203,10 @@ int weft_server_port(const weft_server *srv);
  * server ready. Call once, after loading. Errors: WEFT_EINVAL (a required function missing). */
 weft_status weft_server_attach(weft_server *srv, const weft_model_service *svc, weft_err *err);
 
+/* Replaces the sampling defaults (cfg.defaults) once the model's generation_config.json is known. Call before
+ * weft_server_attach (attach publishes it to the request threads). */
+void weft_server_set_defaults(weft_server *srv, const weft_sampling *defaults);
+
 /* Graceful shutdown (SPEC §3): stop accepting; requests get up to grace_s seconds to finish; then running
  * streams end after their current round with finish_reason "cancelled", an error event and [DONE]; running
  * non-streamed requests return 200 with the text so far and "cancelled"; queued ones get 503. Returns when
@@ -239,13 +243,6 @@ typedef struct weft_service weft_service;
 weft_status weft_service_new(const weft_service_config *cfg, weft_service **out, weft_model_service *svc,
                              weft_err *err);
 void weft_service_free(weft_service *s);
-
-/* SPEC §5.3 seed for a prompt without one: first 8 bytes (LE) of SHA-256 over the ids in decimal joined by
- * "," then "|" and salt, masked to 63 bits. */
-uint64_t weft_server_seed_from_prompt(const int32_t *ids, int n, const char *salt);
-
-/* SPEC §5.4 token_sha: 12 lowercase hex digits (+ NUL) into out[13]. */
-void weft_server_token_sha(const int32_t *ids, int n, char out[13]);
 
 #ifdef __cplusplus
 }

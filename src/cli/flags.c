@@ -90,7 +90,8 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
             fprintf(stderr, "weft: %s expects an integer, got '%s'\n", f->name, val);
             return 2;
         }
-        *(int *)(base + f->offset) = (int)v;
+        int iv = (int)v;
+        memcpy(base + f->offset, &iv, sizeof iv); /* the field is an int (FLAG_INT) */
         break;
     }
     case FLAG_DOUBLE: {
@@ -99,7 +100,7 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
             fprintf(stderr, "weft: %s expects a number, got '%s'\n", f->name, val);
             return 2;
         }
-        *(double *)(base + f->offset) = v;
+        memcpy(base + f->offset, &v, sizeof v); /* the field is a double (FLAG_DOUBLE) */
         break;
     }
     case FLAG_STRING:

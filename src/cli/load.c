@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 extern const unsigned char weft_embedded_gguf[];
-extern const unsigned char weft_embedded_gguf_end[];
+extern const uint64_t weft_embedded_gguf_len; /* bytes, set by the assembler (embedded_model.S) */
 
 /* Touches every page of every tensor so that the first request does not pay for page faults; shows progress.
  */
@@ -37,8 +37,8 @@ int cli_load_model(const cli_options *o, weft_model **out) {
     if (o->model)
         st = weft_model_load(o->model, out, &err);
     else
-        st = weft_model_load_gguf_memory("stories260K", weft_embedded_gguf,
-                                         (size_t)(weft_embedded_gguf_end - weft_embedded_gguf), out, &err);
+        st = weft_model_load_gguf_memory("stories260K", weft_embedded_gguf, (size_t)weft_embedded_gguf_len,
+                                         out, &err);
     if (st) {
         fprintf(stderr, "weft: %s\n", err.msg);
         return 2;

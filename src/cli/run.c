@@ -14,7 +14,8 @@ static int parse_ids(const char *s, int64_t vocab, int32_t **ids, int *n) {
     int cap = 16, k = 0;
     int32_t *v = malloc((size_t)cap * sizeof *v);
     const char *p = s;
-    while (v && *p) {
+    if (!v) return 2;
+    while (*p) {
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
@@ -25,14 +26,16 @@ static int parse_ids(const char *s, int64_t vocab, int32_t **ids, int *n) {
         }
         if (k == cap) {
             int32_t *nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
-            if (!nv) break;
+            if (!nv) {
+                free(v);
+                return 2;
+            }
             v = nv;
         }
         v[k++] = (int32_t)x;
         p = end;
         while (*p == ',' || *p == ' ') p++;
     }
-    if (!v) return 2;
     *ids = v;
     *n = k;
     return 0;
@@ -260,8 +263,10 @@ int cmd_run(const cli_options *o) {
                     if (k > sizeof buf) k = 0;
                     fwrite(buf, 1, k, stdout);
                     if (text_len + k + 1 > text_cap) {
+                        char *nt = realloc(text, (text_len + k + 1) * 2);
+                        if (!nt) break;
+                        text = nt;
                         text_cap = (text_len + k + 1) * 2;
-                        text = realloc(text, text_cap);
                     }
                     memcpy(text + text_len, buf, k);
                     text_len += k;

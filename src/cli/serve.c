@@ -125,7 +125,7 @@ int cmd_serve(const cli_options *o) {
     sc.metrics_open = o->metrics_open;
     if (o->max_tokens > 0) sc.max_tokens = o->max_tokens;
     sc.seed_salt = o->seed_salt;
-    sc.thinking = !o->no_thinking;
+    sc.thinking = o->thinking ? 1 : o->no_thinking ? 0 : -1;
     sc.drafts = !o->no_drafts;
     sc.log_format = !strcmp(o->log_format, "json") ? WEFT_LOG_JSON : WEFT_LOG_TEXT;
     if (weft_server_create(&sc, &srv, &err) || weft_server_start(srv, &err)) {
@@ -135,6 +135,8 @@ int cmd_serve(const cli_options *o) {
     }
     rc = cli_load_model(o, &m);
     if (rc) goto out;
+    cli_sampling(o, m, &sc.defaults); /* generation_config.json, then the flags */
+    weft_server_set_defaults(srv, &sc.defaults);
 
     int parallel = 0;
     if (o->parallel && strcmp(o->parallel, "auto")) {

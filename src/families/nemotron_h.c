@@ -24,6 +24,7 @@
  * replay 0.8–1.3 ms per layer (and only when a window is rejected, where snapshots are paid on every row
  * fed, decode included). Hence replay. The journal costs one extra recurrent state per stream plus 16
  * records (at Nano: 46 MiB + 9 MiB per stream). */
+#include "families/mtp.h"
 #include "families/nemotron_h_internal.h"
 
 #include <stdio.h>
@@ -436,5 +437,5 @@ weft_status weft_nemotron_h_create(const weft_config *cfg, const weft_tensor_set
     sc = max64(sc, m->N);
     out->scratch_floats = (size_t)sc;
     out->weights_bytes = m->weights_bytes;
-    return WEFT_OK;
+    return weft_nemotron_h_mtp_attach(cfg, ts, opts, out, err); /* the MTP head, if any (nemotron_h_mtp.c) */
 }

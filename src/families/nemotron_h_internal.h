@@ -133,5 +133,10 @@ void weft_nh_add_bias(float *y, const float *b, int64_t n_rows, int64_t n);
 weft_status weft_nh_load(nh_model *m, const weft_config *cfg, const weft_tensor_set *ts,
                          const weft_family_opts *opts, weft_err *err);
 void weft_nh_free_weights(nh_model *m);
+/* Resolves one block named prefix + "layers.L." of kind ly->kind (ATTENTION, MLP or MOE: its `norm` and
+ * `mixer.*`), e.g. the MTP block's sublayers (prefix "mtp.", nemotron_h_mtp.c); *bytes += decoded bytes.
+ * The caller frees what it allocated (norm, biases, corr, up, down) even on failure. */
+weft_status weft_nh_load_block(nh_model *m, const weft_config *cfg, const weft_tensor_set *ts,
+                               const char *prefix, int64_t l, nh_layer *ly, size_t *bytes, weft_err *err);
 
 #endif

@@ -4,7 +4,9 @@
  * same names with quantized tensors folded by the reader. Experts: per expert `mixer.experts.{e}.up_proj` /
  * `down_proj`, stacked `mixer.experts.up_proj` / `down_proj` [E, out, in], or MLX `mixer.switch_mlp.fc1` /
  * `fc2` [E, out, in] (rows of expert e start at e·out); each expert becomes a 2-D view into the stored bytes.
- * `mtp.*` tensors (the drafting head) are not used here. Norm and small vectors are decoded to fp32. */
+ * `mtp.*` tensors (the drafting head) are not used here. Norm and small vectors are decoded to fp32. GGUF
+ * (names mapped by the reader): conv [C, K], A/D [H, 1], norm [G, d_inner/G] flatten alike; A holds
+ * −exp(A_log) (cfg->a_is_neg_exp). */
 #include "families/nemotron_h_internal.h"
 #include "weft/safetensors.h"
 
@@ -158,8 +160,8 @@ static void load_mamba(ld *c, const nh_model *m, const weft_config *cfg, int64_t
     mb->D = ld_vec(c, lname(c, l, "mixer.D"), m->Hm, true);
     mb->norm = ld_vec(c, lname(c, l, "mixer.norm.weight"), m->d_inner, true);
     mb->A = ld_vec(c, lname(c, l, "mixer.A_log"), m->Hm, true);
-    /* A = −exp(A_log) in fp32, as HF computes it from the upcast A_log */
-    for (int64_t h = 0; mb->A && h < m->Hm; h++) mb->A[h] = -expf(mb->A[h]);
+    /* A = −exp(A_log) in fp32, as HF computes it from the upcast A_log (GGUF's ssm_a holds it already) */
+    for (int64_t h = 0; mb->A && !cfg->a_is_neg_exp && h < m->Hm; h++) mb->A[h] = -expf(mb->A[h]);
 }
 
 static void load_attn(ld *c, const nh_model *m, const weft_config *cfg, int64_t l, nh_attn *a) {
@@ -281,4 +283,21 @@ void weft_nh_free_weights(nh_model *m) {
     m->layers = NULL;
     free(m->norm_f);
     m->norm_f = NULL;
+}
+
+weft_status weft_nh_load_block(nh_model *m, const weft_config *cfg, const weft_tensor_set *ts,
+                               const char *prefix, int64_t l, nh_layer *ly, size_t *bytes, weft_err *err) {
+    ld c = {ts, prefix, err, false, 0, {0}};
+    ly->norm = ld_vec(&c, lname(&c, l, "norm.weight"), m->H, true);
+    if (ly->kind == WEFT_LAYER_ATTENTION)
+        load_attn(&c, m, cfg, l, &ly->attn);
+    else if (ly->kind == WEFT_LAYER_MLP)
+        load_mlp(&c, m, cfg, l, &ly->mlp);
+    else if (ly->kind == WEFT_LAYER_MOE)
+        load_moe(&c, m, cfg, l, &ly->moe);
+    else
+        return weft_err_set(err, WEFT_ENOTSUP, "nemotron_h: %slayers.%lld: block type %d not supported here",
+                            prefix, (long long)l, (int)ly->kind);
+    *bytes += c.bytes;
+    return c.failed ? (err ? err->code : WEFT_EFORMAT) : WEFT_OK;
 }

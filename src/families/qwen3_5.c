@@ -11,8 +11,12 @@
  *   `mlp.experts.gate_up_proj` [E,2I,H] (gate rows first) + `mlp.experts.down_proj` [E,H,I], or MLX stacked
  *   `mlp.switch_mlp.{gate,up,down}_proj.weight` [E,I,H]/[E,H,I] (rows of expert e start at e·out); each
  * expert becomes a 2-D view into the stored bytes (nothing is copied);
- * - weights in any dtype weft_matmul decodes (F32/F16/BF16, ggml blocks, MLX affine incl. 8-bit routers).
- * Ignored: `model.visual.*` (vision tower: text requests only) and `mtp.*` (the drafting head). */
+ * - weights in any dtype weft_matmul decodes (F32/F16/BF16, ggml blocks, MLX affine incl. 8-bit routers);
+ * - GGUF (names mapped by the reader, experts as switch_mlp), where cfg says what llama.cpp's converter
+ *   changed: norms stored as 1+w (norms_plus_one), A_log's tensor holding −exp(A_log) (a_is_neg_exp), value
+ *   heads tiled (gdn_tiled_heads: kept as stored; the GDN pairs value head h with key head h mod Hk).
+ * Ignored: `model.visual.*` (vision tower: text requests only); `mtp.*` (drafting head): qwen3_5_mtp.c. */
+#include "families/mtp.h"
 #include "families/qwen3_5_impl.h"
 #include "weft/safetensors.h"
 
@@ -232,8 +236,9 @@ static bool load_gdn(loader *ld, q35 *m, q35_layer *ly, int64_t l) {
     ly->dt_bias = vec(ld, l, "linear_attn.dt_bias", Hv, true, false);
     ly->gnorm = vec(ld, l, "linear_attn.norm.weight", m->dv, true, false); /* plain: never shifted */
     if (ld->failed) return false;
-    for (int64_t h = 0; h < Hv; h++)
-        ly->neg_a[h] = -expf(ly->neg_a[h]); /* fp32, as HF's −A_log.float().exp() */
+    if (!m->a_neg_exp)
+        for (int64_t h = 0; h < Hv; h++)
+            ly->neg_a[h] = -expf(ly->neg_a[h]); /* fp32, as HF's −A_log.float().exp() */
     return true;
 }
 
@@ -405,6 +410,8 @@ weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *t
     m->SI = cfg->shared_expert_intermediate_size;
     m->eps = (float)cfg->rms_norm_eps;
     m->mlx = opts->mlx;
+    m->tiled = cfg->gdn_tiled_heads;
+    m->a_neg_exp = cfg->a_is_neg_exp;
     m->max_rows = opts->max_rows > 0 ? opts->max_rows : 1;
     m->act_rows = m->max_rows;
     m->max_context = opts->max_context > 0 ? opts->max_context : (int)cfg->max_position_embeddings;
@@ -422,7 +429,8 @@ weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *t
         weft_tensor_set_get(ts, "model.embed_tokens.weight"))
         prefix = "model.";
     loader ld = {ts, prefix, err, false, WEFT_OK, 0, {0}};
-    const bool shift = !opts->mlx; /* zero-centred norms: HF stores w, MLX stores 1+w */
+    /* zero-centred norms: HF stores w, MLX and GGUF store 1+w */
+    const bool shift = !opts->mlx && !cfg->norms_plus_one;
     m->embed = mat(&ld, -1, "embed_tokens.weight", m->V, m->H);
     if (cfg->tie_word_embeddings) {
         m->head = m->embed;
@@ -468,8 +476,18 @@ weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *t
     out->vocab_size = m->V;
     out->scratch_floats = m->scratch_floats;
     out->weights_bytes = m->weights_bytes;
-    return WEFT_OK;
+    return weft_qwen3_5_mtp_attach(cfg, ts, opts, out, err); /* the MTP draft head, if any (qwen3_5_mtp.c) */
 fail:
     q35_destroy(m);
     return st;
+}
+
+weft_status q35_load_attn_layer(q35 *m, const weft_tensor_set *ts, const char *prefix, int64_t l, bool shift,
+                                q35_layer *ly, size_t *decoded, weft_err *err) {
+    loader ld = {ts, prefix, err, false, WEFT_OK, 0, {0}};
+    ly->in_norm = vec(&ld, l, "input_layernorm.weight", m->H, true, shift);
+    ly->post_norm = vec(&ld, l, "post_attention_layernorm.weight", m->H, true, shift);
+    if (!ld.failed && load_attn(&ld, m, ly, l, shift)) load_ffn(&ld, m, ly, l);
+    *decoded += ld.decoded;
+    return ld.failed ? ld.st : WEFT_OK;
 }

@@ -269,3 +269,10 @@ weft_status q35_forward(void *fam, weft_pool *pool, void *const *states, const w
     }
     return WEFT_OK;
 }
+
+void q35_ffn(q35 *m, weft_pool *pool, const q35_layer *ly, int n) {
+    if (m->moe)
+        moe_layer(m, pool, ly, n);
+    else
+        swiglu(m, pool, ly->wg, ly->wu, ly->wd, m->xb, n, m->xo);
+}

@@ -140,13 +140,16 @@ static void gdn_step(const float *Sin, float *S, const float *q, const float *k,
 }
 
 /* Pass 3: one task = one group × one value head, rows in position order. Value head h reads key head
- * h / (Hv/Hk) (HF repeat_interleave: consecutive value heads share a key head). With z, the output is
- * gated-normed: y = w ⊙ o/sqrt(mean(o²)+ε) ⊙ silu(z) (norm before gate; plain weight). */
+ * h / (Hv/Hk) (HF repeat_interleave: consecutive value heads share a key head), or h mod Hk when the weights
+ * store value heads tiled (GGUF: llama.cpp's converter reorders them so ggml can broadcast, §6.5; every
+ * value-head-indexed tensor of the layer is in that order, so only this pairing changes). With z, the output
+ * is gated-normed: y = w ⊙ o/sqrt(mean(o²)+ε) ⊙ silu(z) (norm before gate; plain weight). */
 static void rec_task(void *ctx, int64_t task, float *scratch) {
     const q35_gdn_job *j = ctx;
     const q35 *m = j->m;
     const q35_group *g = &j->groups[task / m->Hv];
-    const int64_t h = task % m->Hv, kh = h / (m->Hv / m->Hk), dk = m->dk, dv = m->dv, C = m->C;
+    const int64_t h = task % m->Hv, kh = m->tiled ? h % m->Hk : h / (m->Hv / m->Hk), dk = m->dk, dv = m->dv,
+                  C = m->C;
     const size_t off = (size_t)j->ly->idx * m->layer_floats + m->conv_floats + (size_t)(h * dk * dv);
     const float *Ssrc = g->src + off;
     float *S = g->dst + off;

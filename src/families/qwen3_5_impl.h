@@ -85,6 +85,8 @@ typedef struct q35 {
     int64_t E, topk, MI, SI;
     float eps;
     bool moe, mlx;
+    bool tiled;     /* GDN value head h pairs with key head h mod Hk (GGUF), else h / (Hv/Hk) (HF, MLX) */
+    bool a_neg_exp; /* the stored A_log tensor already holds −exp(A_log) (GGUF ssm_a) */
     int n_gdn, n_attn;
     q35_keep_mode keep_mode;
     const weft_tensor *embed, *head;
@@ -162,6 +164,14 @@ void q35_gdn_run(weft_pool *pool, q35_gdn_job *job, int n_rows, float *scratch);
 /* ---- forward (qwen3_5_forward.c) ---- */
 weft_status q35_forward(void *fam, weft_pool *pool, void *const *states, const weft_row *rows, int n,
                         const int *out_rows, int n_out, float *logits, weft_err *err);
+
+/* ---- for the MTP head (qwen3_5_mtp.c) ---- */
+/* The FFN of ly (SwiGLU, or MoE when m->moe) over rows [0, n) of m->xb into m->xo, as the trunk runs it. */
+void q35_ffn(q35 *m, weft_pool *pool, const q35_layer *ly, int n);
+/* Resolves a full-attention decoder layer prefix + "layers.L." (input/post norms, self_attn, mlp) with the
+ * trunk's rules (shift: +1 on zero-centred norms); *decoded += bytes of fp32 copies. Errors as create. */
+weft_status q35_load_attn_layer(q35 *m, const weft_tensor_set *ts, const char *prefix, int64_t l, bool shift,
+                                q35_layer *ly, size_t *decoded, weft_err *err);
 
 /* Internal, for tests: selects the keep mode of a model created by weft_qwen3_5_create. Call before any
  * state is sized or initialised (state_bytes depends on it). WEFT_EINVAL for an unknown mode. */

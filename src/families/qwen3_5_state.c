@@ -14,7 +14,9 @@
  * Qwen3.5-27B a recurrent block is ~150 MiB (48 GDN layers × (48·128·128 + 3·10240) fp32), so SNAPSHOT needs
  * 16 × 150 MiB = 2.3 GiB of window per stream and copies 150 MiB for every verified row (~50 ms per row on
  * the dev machine), whereas REPLAY records 1.9 MiB per row (30 MiB of window) and pays one recurrence step
- * per kept row at keep time (~100 ms per row on one thread for the 27B shape, divided across the pool's threads). */
+ * per kept row at keep time (~100 ms per row on one thread for the 27B shape, divided across the pool's
+ * threads). */
+#include "families/mtp.h"
 #include "families/qwen3_5_impl.h"
 
 #include <string.h>
@@ -153,7 +155,7 @@ weft_status q35_snapshot_restore(const void *fam, void *state, int pos, const vo
 weft_status weft_qwen3_5_set_keep_mode(weft_family_model *fm, q35_keep_mode mode, weft_err *err) {
     if (mode != Q35_KEEP_REPLAY && mode != Q35_KEEP_SNAPSHOT)
         return weft_err_set(err, WEFT_EINVAL, "qwen3_5: unknown keep mode %d", (int)mode);
-    q35 *m = fm->self;
+    q35 *m = weft_mtp_trunk(fm); /* under the MTP head's wrapper, if any */
     m->keep_mode = mode;
     return WEFT_OK;
 }

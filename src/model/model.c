@@ -86,6 +86,8 @@ static weft_status load_dir(weft_model *m, weft_err *err) {
     st = weft_safetensors_load_checkpoint(m->path, m->tensors, &info, err);
     if (st) return st;
     m->format = info.is_mlx ? WEFT_FORMAT_MLX : WEFT_FORMAT_SAFETENSORS;
+    /* an MLX conversion has no MTP head: TensorFold ships it beside as mtp*.safetensors (§6.2) */
+    if (info.is_mlx && (st = weft_mtp_sidecar_load(m->path, m->tensors, NULL, err))) return st;
     st = weft_check_memory(info.weight_bytes, "the model weights", err);
     if (st) return st;
     return weft_model_tokenizer_from_dir(m, err);
@@ -209,11 +211,12 @@ weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts
     }
     if (avail && (double)per * slots > (double)budget) {
         fam.ops->destroy(fam.self);
-        return weft_err_set(err, WEFT_ENOMEM,
-                            "%d streams of %d positions need %.1f MiB of state (%.1f MiB each) but only %.1f MiB "
-                            "(half of the %.1f MiB available) can hold streams; lower --parallel or --context",
-                            slots, ctx, (double)per * slots / 1048576.0, (double)per / 1048576.0,
-                            (double)budget / 1048576.0, (double)avail / 1048576.0);
+        return weft_err_set(
+            err, WEFT_ENOMEM,
+            "%d streams of %d positions need %.1f MiB of state (%.1f MiB each) but only %.1f MiB "
+            "(half of the %.1f MiB available) can hold streams; lower --parallel or --context",
+            slots, ctx, (double)per * slots / 1048576.0, (double)per / 1048576.0, (double)budget / 1048576.0,
+            (double)avail / 1048576.0);
     }
     if (plan) *plan = (weft_backend_plan){slots, ctx, per, avail};
     int threads = opts->threads;

@@ -251,7 +251,7 @@ static bool init_choice(srv_gen *g, srv_choice *c, int p, int j, srv_error *e) {
     c->prompt_index = p;
     c->index = p * r->n + j;
     uint64_t base =
-        r->seed_given ? r->seed : weft_server_seed_from_prompt(pr->ids, pr->n, g->srv->cfg.seed_salt);
+        r->seed_given ? r->seed : weft_seed_from_prompt(pr->ids, (size_t)pr->n, g->srv->cfg.seed_salt);
     c->seed = base + (uint64_t)j;
     c->cap = pr->max_tokens;
     c->ids = malloc(sizeof *c->ids * (size_t)(c->cap ? c->cap : 1));

@@ -31,7 +31,7 @@ static json_t *ids_json(const srv_choice *c) {
 /* Per-choice fields: token_sha, seed, token_ids, engine statistics, ttft. */
 static void choice_fields(const srv_gen *g, const srv_choice *c, json_t *o, bool stats) {
     char sha[13];
-    weft_server_token_sha(c->ids, c->n_counted, sha);
+    weft_token_sha(c->ids, (size_t)c->n_counted, sha);
     json_object_set_new(o, "token_sha", json_string(sha));
     json_object_set_new(o, "seed", json_integer((json_int_t)c->seed));
     if (want_ids(g)) json_object_set_new(o, "token_ids", ids_json(c));

@@ -152,6 +152,10 @@ int weft_server_port(const weft_server *s) {
     return s && s->daemon ? s->port : 0;
 }
 
+void weft_server_set_defaults(weft_server *s, const weft_sampling *defaults) {
+    if (!atomic_load(&s->ready)) s->cfg.defaults = *defaults;
+}
+
 weft_status weft_server_attach(weft_server *s, const weft_model_service *svc, weft_err *err) {
     if (atomic_load(&s->ready)) return weft_err_set(err, WEFT_EINVAL, "server: a model is already attached");
     const char *missing = NULL;

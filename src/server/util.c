@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <openssl/evp.h>
 #include "internal.h"
 
 bool srv_buf_reserve(srv_buf *b, size_t extra) {
@@ -164,37 +163,4 @@ char *srv_error_json(const srv_error *e) {
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     return s;
-}
-
-/* The ids in decimal joined by "," (SPEC §5.3/5.4), then extra, hashed with SHA-256. */
-static void sha_ids(const int32_t *ids, int n, const char *extra, unsigned char d[32]) {
-    srv_buf b = {0};
-    bool ok = true;
-    for (int i = 0; i < n && ok; i++) ok = srv_buf_printf(&b, i ? ",%d" : "%d", (int)ids[i]);
-    if (ok && extra) ok = srv_buf_adds(&b, extra);
-    unsigned int dl = 32;
-    if (!ok || !EVP_Digest(b.p ? b.p : "", b.len, d, &dl, EVP_sha256(), NULL)) memset(d, 0, 32);
-    srv_buf_free(&b);
-}
-
-uint64_t weft_server_seed_from_prompt(const int32_t *ids, int n, const char *salt) {
-    unsigned char d[32];
-    srv_buf extra = {0};
-    bool ok = srv_buf_adds(&extra, "|") && srv_buf_adds(&extra, salt ? salt : "0");
-    sha_ids(ids, n, ok ? extra.p : "|0", d);
-    srv_buf_free(&extra);
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | d[i];
-    return v & ((UINT64_C(1) << 63) - 1);
-}
-
-void weft_server_token_sha(const int32_t *ids, int n, char out[13]) {
-    unsigned char d[32];
-    sha_ids(ids, n, NULL, d);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 6; i++) {
-        out[2 * i] = hex[d[i] >> 4];
-        out[2 * i + 1] = hex[d[i] & 15];
-    }
-    out[12] = 0;
 }

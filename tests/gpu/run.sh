@@ -4,7 +4,8 @@
 # Stages, each under its own time limit (the machine's calls are limited to 10 minutes): the fixtures and
 # exactness checks through the backend vtable, the kernel harnesses (correctness, row invariance, timing), and
 # the end-to-end model benchmark at the Llama-3.1-8B shape (WEFT_GPU_BENCH="q4_0 mlx4 f16" by default, plus
-# the 32B dense shape at Q4_0 and Q4_0 without CUDA graphs, unless WEFT_GPU_32B / WEFT_GPU_NOGRAPH are set empty).
+# the 32B dense shape at Q4_0 and Q4_0 without CUDA graphs, unless WEFT_GPU_32B / WEFT_GPU_NOGRAPH are set empty;
+# WEFT_GPU_ATTN= skips the attention harness).
 # Logs go to $OUT (when set) or /tmp/weft-gpu; a summary table is printed last. Exit status 1 on any failure.
 set -u
 BIN=${1:-carry}
@@ -32,10 +33,10 @@ cat "$LOG/gpu.txt"
 
 stage fixtures 90 "$BIN/test_cuda_backend"
 stage kernels_ops 40 "$BIN/bench_cuda_ops"
-stage kernels_attention 60 "$BIN/bench_cuda_attention"
-stage kernels_matmul 180 "$BIN/bench_cuda_matmul"
+if [ -n "${WEFT_GPU_ATTN-1}" ]; then stage kernels_attention 60 "$BIN/bench_cuda_attention"; fi
+stage kernels_matmul 150 "$BIN/bench_cuda_matmul"
 for f in ${WEFT_GPU_BENCH:-q4_0 mlx4 f16}; do
-    stage "model_8b_$f" 180 "$BIN/bench_cuda_model" "$f" 8b 512 128
+    stage "model_8b_$f" 150 "$BIN/bench_cuda_model" "$f" 8b 512 128
 done
 if [ -n "${WEFT_GPU_32B-1}" ]; then
     stage model_32b_q4_0 240 "$BIN/bench_cuda_model" q4_0 32b 256 64

@@ -3,7 +3,7 @@
 file(GLOB WEFT_SERVER_CORE_SRCS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/server/*.c)
 list(FILTER WEFT_SERVER_CORE_SRCS EXCLUDE REGEX "/service_[^/]*\\.c$")
 add_library(weft_server_core STATIC EXCLUDE_FROM_ALL ${WEFT_SERVER_CORE_SRCS})
-target_link_libraries(weft_server_core PUBLIC weft_util PkgConfig::MHD PkgConfig::JANSSON OpenSSL::Crypto
+target_link_libraries(weft_server_core PUBLIC weft_sampler weft_util PkgConfig::MHD PkgConfig::JANSSON OpenSSL::Crypto
                       Threads::Threads)
 
 weft_add_test(test_server_stream SOURCES test_server_stream.c LIBS weft_server_core)

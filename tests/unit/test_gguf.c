@@ -388,7 +388,7 @@ static void test_names(void) {
     CHECK_EQ_INT(weft_gguf_canonical_name("llama", "token_embd", out, sizeof out, &err), WEFT_EFORMAT);
     CHECK_EQ_INT(weft_gguf_canonical_name("llama", "blk.0.ffn_gate_exps.weight", out, sizeof out, &err),
                  WEFT_EFORMAT);
-    CHECK_EQ_INT(weft_gguf_canonical_name("qwen35", "token_embd.weight", out, sizeof out, &err),
+    CHECK_EQ_INT(weft_gguf_canonical_name("qwen3next", "token_embd.weight", out, sizeof out, &err),
                  WEFT_ENOTSUP);
     CHECK_EQ_INT(weft_gguf_canonical_name("llama", "blk.0.attn_q.weight", out, 8, &err), WEFT_EINVAL);
     weft_dtype dt;

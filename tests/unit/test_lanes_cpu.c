@@ -123,7 +123,11 @@ static void test_drafted_equals_serial(const weft_model *m) {
         /* the same backend, now under an engine that drafts */
         ref_drafter rd = {.reply = serial.tokens, .n_reply = serial.n, .vocab = vocab};
         weft_drafter d = {.ctx = &rd, .propose = ref_propose};
-        weft_engine_config ec = {.parallel = 2, .capacity = CTX, .max_draft = 4, .drafter = &d};
+        weft_engine_config ec = {.parallel = 2,
+                                 .capacity = CTX,
+                                 .max_draft = 4,
+                                 .drafter = &d,
+                                 .max_model_draft = -1 /* this drafter's proposals, not an MTP head's */};
         weft_err err = {0};
         CHECK_MSG(weft_engine_new(&ec, &off.be, &off.e, &err) == WEFT_OK, "%s", err.msg);
         CHECK(weft_engine_start(off.e, &err) == WEFT_OK);

@@ -7,6 +7,7 @@
  * different chunkings the live part (length, live conv/SSM states, KV rows: the snapshot_save bytes) is
  * compared, because the rollback journal describes the stream's last call by definition (nemotron_h.c). */
 #include "check.h"
+#include "families/mtp.h"
 #include "families/nemotron_h_internal.h"
 #include "weft/safetensors.h"
 
@@ -338,7 +339,7 @@ static void test_fixture(const char *name, bool measure) {
         return;
     }
     CHECK_STR(c.fm.ops->name, "nemotron_h");
-    c.m = c.fm.self;
+    c.m = weft_mtp_trunk(&c.fm); /* the trunk, also under an MTP head's wrapper */
     c.V = f.cfg.vocab_size;
     c.pool1 = weft_pool_new(1, c.fm.scratch_floats);
     c.pool2 = weft_pool_new(2, c.fm.scratch_floats);

@@ -103,14 +103,15 @@ static void check_window_limits(env *e) {
     run(e, s, ids, 0, 10, buf);
     run(e, s, ids, 10, 15, buf);
     memcpy(copy, s, e->sb);
-    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 15, &err) == WEFT_OK); /* exactly the current length: no-op */
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 15, &err) ==
+          WEFT_OK); /* exactly the current length: no-op */
     CHECK_MSG(!memcmp(copy, s, e->sb), "%s: keep(len) changed the state", e->f->name);
     CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 16, &err) == WEFT_ERANGE); /* past the end */
     CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 9, &err) == WEFT_ERANGE);  /* before the window */
     CHECK_MSG(strstr(err.msg, "window") != NULL, "%s", err.msg);
     CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 13, &err) == WEFT_OK);
     CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 14, &err) == WEFT_ERANGE); /* rolled back: 14 is gone */
-    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 11, &err) == WEFT_OK);     /* still inside the same window */
+    CHECK(e->fm.ops->keep(e->fm.self, e->pool, s, 11, &err) == WEFT_OK); /* still inside the same window */
     run(e, direct, ids, 0, 11, buf);
     CHECK_MSG(same_live(e, s, direct, 11), "%s: two successive keeps differ from a direct feed", e->f->name);
     /* a forward of more rows than the window: its start and first Q35_WINDOW rows stay reachable */

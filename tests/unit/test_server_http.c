@@ -97,13 +97,13 @@ static void test_completions(env *e) {
     int n = fake_encode(k_emoji, ids, 127);
     ids[n++] = 1;
     char sha[13];
-    weft_server_token_sha(ids, n, sha);
+    weft_token_sha(ids, (size_t)n, sha);
     CHECK_STR(jstr(j, "weft.token_sha"), sha);
     pids[0] = 0;
     char ptext[256];
     snprintf(ptext, sizeof ptext, "SAY:%s", k_emoji);
     int pn = 1 + fake_encode(ptext, pids + 1, 127);
-    CHECK(jint(j, "weft.seed") == (long long)weft_server_seed_from_prompt(pids, pn, "0"));
+    CHECK(jint(j, "weft.seed") == (long long)weft_seed_from_prompt(pids, (size_t)pn, "0"));
     CHECK(jget(j, "weft.token_ids") == NULL); /* only with return_token_ids */
     CHECK(jget(j, "weft.rounds") != NULL && jget(j, "weft.ttft_seconds") != NULL);
     json_decref(j);

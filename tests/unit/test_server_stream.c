@@ -1,5 +1,5 @@
 /* test_server_stream.c — the reply text pipeline (UTF-8 reassembly, stop-string holdback, reasoning split),
- * SSE framing, token_sha and the prompt-derived seed. */
+ * SSE framing and OpenAI error objects. */
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
@@ -184,7 +184,7 @@ static void test_reasoning(void) {
     run_free(&r);
 }
 
-static void test_sse_and_hashes(void) {
+static void test_sse_and_errors(void) {
     srv_buf b = {0};
     json_t *j = json_object();
     json_object_set_new(j, "a", json_string("\xE6\x97\xA5\n"));
@@ -198,16 +198,6 @@ static void test_sse_and_hashes(void) {
     CHECK_STR(s, "{\"error\":{\"message\":\"`top_p` must be between 0 and 1, got 2\",\"type\":"
                  "\"invalid_request_error\",\"param\":\"top_p\",\"code\":null}}");
     free(s);
-    /* reference values from ../shared/tools/sampler_reference.py (token_sha, seed_from_prompt) */
-    char sha[13];
-    int32_t ids[3] = {1, 2, 3};
-    weft_server_token_sha(ids, 3, sha);
-    CHECK_STR(sha, "8a6ae1512200");
-    weft_server_token_sha(ids, 0, sha);
-    CHECK_STR(sha, "e3b0c44298fc");
-    CHECK(weft_server_seed_from_prompt(ids, 3, "0") == 2418267834652783048ULL);
-    int32_t p2[3] = {0, 72, 105};
-    CHECK(weft_server_seed_from_prompt(p2, 3, "salty") == 2439725480056358324ULL);
 }
 
 int main(void) {
@@ -215,6 +205,6 @@ int main(void) {
     test_stop_holdback();
     test_invalid_utf8();
     test_reasoning();
-    test_sse_and_hashes();
+    test_sse_and_errors();
     return check_report("test_server_stream");
 }

@@ -14,7 +14,8 @@ int main(void) {
         weft_tensor t = {.name = name, .dtype = WEFT_DT_F32, .ndim = 1, .shape = {i + 1}};
         CHECK(weft_tensor_set_add(s, &t, &err) == WEFT_OK);
     }
-    CHECK(weft_tensor_set_add(s, &(weft_tensor){.name = name, .ndim = 1, .shape = {1}}, &err) == WEFT_EFORMAT);
+    CHECK(weft_tensor_set_add(s, &(weft_tensor){.name = name, .ndim = 1, .shape = {1}}, &err) ==
+          WEFT_EFORMAT);
     /* remove every third, in a scrambled order */
     for (int k = 0; k < N; k++) {
         int i = (int)(((long long)k * 7919) % N);

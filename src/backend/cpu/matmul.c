@@ -144,7 +144,7 @@ static float scalar_dot(const float *a, const float *b, int64_t n) {
     return weft_mm_tree16(lanes);
 }
 
-const weft_mm_isa weft_mm_scalar = {"scalar", scalar_decode, scalar_tile, scalar_dot};
+const weft_mm_isa weft_mm_scalar = {"scalar", scalar_decode, scalar_tile, NULL, scalar_dot};
 
 /* ---- the task split ---- */
 
@@ -157,53 +157,67 @@ typedef struct mm_job {
     int64_t o_per_task, r_per_task, n_otasks;
 } mm_job;
 
-static void decode_rows(const mm_job *j, int64_t o, int mr, int64_t k0, int64_t kc, float *buf,
-                        const float *w[MM_MR]) {
-    for (int i = 0; i < MM_MR; i++) {
-        if (i >= mr) {
-            w[i] = w[0]; /* padding rows: computed, never written */
-            continue;
+/* Few input rows: each panel of MM_MR weight rows decoded in registers (fused) or into a small buffer, then
+ * one tile over the rows. */
+static void mm_few(const mm_job *j, int64_t o0, int64_t o1, int64_t r0, int64_t r1, float *buf) {
+    const int64_t K = j->K, nr = r1 - r0;
+    const bool direct = j->W->dtype == WEFT_DT_F32;
+    float *acc = buf + MM_MR * MM_KC;
+    for (int64_t o = o0; o < o1; o += MM_MR) {
+        const int mr = (int)(o1 - o < MM_MR ? o1 - o : MM_MR);
+        float *y = j->Y + r0 * j->ldy + o;
+        const float *x = j->X + r0 * K;
+        if (!direct && j->isa->fused && j->isa->fused(j->W, o, mr, x, K, (int)nr, y, j->ldy)) continue;
+        for (int64_t k0 = 0; k0 < K; k0 += MM_KC) {
+            const int64_t kc = K - k0 < MM_KC ? K - k0 : MM_KC;
+            const float *w[MM_MR];
+            for (int i = 0; i < MM_MR; i++) {
+                const int64_t row = o + (i < mr ? i : mr - 1); /* padding rows: computed, never written */
+                if (direct) {
+                    w[i] = (const float *)(j->W->data + (size_t)row * (size_t)K * 4) + k0;
+                    continue;
+                }
+                float *dst = buf + (int64_t)i * MM_KC;
+                if (!j->isa->decode(j->W, row, k0, kc, dst)) weft_mm_decode_ref(j->W, row, k0, kc, dst);
+                w[i] = dst;
+            }
+            j->isa->tile(w, x + k0, K, (int)nr, kc, acc, k0 == 0, k0 + kc == K, y, j->ldy, mr);
         }
-        float *dst = buf + (int64_t)i * MM_KC;
-        if (!j->isa->decode(j->W, o + i, k0, kc, dst)) weft_mm_decode_ref(j->W, o + i, k0, kc, dst);
-        w[i] = dst;
     }
 }
 
-/* Rows [o0, o1) of W against input rows [r0, r1). */
-static void mm_block(const mm_job *j, int64_t o0, int64_t o1, int64_t r0, int64_t r1) {
-    _Alignas(64) float buf[MM_MR * MM_KC];
-    _Alignas(64) float acc[MM_RB_TILES * MM_MR * MM_NR * 16]; /* lanes of MM_RB rows between segments */
+/* Many input rows (prefill): a block of MM_OB weight rows × MM_KB columns is decoded once into scratch (it
+ * stays in L2), then every tile of MM_NR input rows (in L1) runs against each of its MM_MR-row panels.
+ * When K > MM_KB, the lanes of up to MM_RB input rows wait in scratch between column blocks. */
+static void mm_many(const mm_job *j, int64_t o0, int64_t o1, int64_t r0, int64_t r1, float *scratch) {
     const int64_t K = j->K;
-    const bool direct = j->W->dtype == WEFT_DT_F32; /* fp32 rows are used in place, any K */
-    const size_t row_bytes = (size_t)K * 4;
-    for (int64_t o = o0; o < o1; o += MM_MR) {
-        const int mr = (int)(o1 - o < MM_MR ? o1 - o : MM_MR);
-        const float *w[MM_MR];
-        float *y0 = j->Y + o;
-        if (direct || K <= MM_KC) {
-            if (direct)
-                for (int i = 0; i < MM_MR; i++)
-                    w[i] = (const float *)(j->W->data + (size_t)(o + (i < mr ? i : 0)) * row_bytes);
-            else
-                decode_rows(j, o, mr, 0, K, buf, w);
-            for (int64_t r = r0; r < r1; r += MM_NR) {
-                int nr = (int)(r1 - r < MM_NR ? r1 - r : MM_NR);
-                j->isa->tile(w, j->X + r * K, K, nr, K, acc, true, true, y0 + r * j->ldy, j->ldy, mr);
-            }
-            continue;
-        }
-        /* K > MM_KC: column segments, the lanes of up to MM_RB rows kept in acc between segments */
-        for (int64_t rb = r0; rb < r1; rb += MM_RB) {
-            int64_t re = r1 - rb < MM_RB ? r1 : rb + MM_RB;
-            for (int64_t k0 = 0; k0 < K; k0 += MM_KC) {
-                int64_t kc = K - k0 < MM_KC ? K - k0 : MM_KC;
-                decode_rows(j, o, mr, k0, kc, buf, w);
+    const int64_t kb = K <= MM_KB1 ? K : MM_KB, rb_rows = K <= MM_KB1 ? r1 - r0 : MM_RB;
+    float *wblk = scratch, *acc = scratch + MM_OB * MM_KB; /* acc: only when K > MM_KB1 */
+    for (int64_t ob = o0; ob < o1; ob += MM_OB) {
+        const int64_t oe = o1 - ob < MM_OB ? o1 : ob + MM_OB, n_o = oe - ob;
+        for (int64_t rb = r0; rb < r1; rb += rb_rows) {
+            const int64_t re = r1 - rb < rb_rows ? r1 : rb + rb_rows;
+            for (int64_t k0 = 0; k0 < K; k0 += kb) {
+                const int64_t kc = K - k0 < kb ? K - k0 : kb;
+                for (int64_t i = 0; i < n_o; i++) { /* fp32 too: a compact block streams better */
+                    float *dst = wblk + i * kb;
+                    if (!j->isa->decode(j->W, ob + i, k0, kc, dst))
+                        weft_mm_decode_ref(j->W, ob + i, k0, kc, dst);
+                }
                 for (int64_t r = rb; r < re; r += MM_NR) {
-                    int nr = (int)(re - r < MM_NR ? re - r : MM_NR);
-                    float *a = acc + ((r - rb) / MM_NR) * (MM_MR * MM_NR * 16);
-                    j->isa->tile(w, j->X + r * K + k0, K, nr, kc, a, k0 == 0, k0 + kc == K, y0 + r * j->ldy,
-                                 j->ldy, mr);
+                    const int nr = (int)(re - r < MM_NR ? re - r : MM_NR);
+                    for (int64_t o = ob; o < oe; o += MM_MR) {
+                        const int mr = (int)(oe - o < MM_MR ? oe - o : MM_MR);
+                        const float *w[MM_MR];
+                        for (int i = 0; i < MM_MR; i++) {
+                            const int64_t row = o + (i < mr ? i : mr - 1);
+                            w[i] = wblk + (row - ob) * kb;
+                        }
+                        float *a = acc + (((o - ob) / MM_MR) * MM_RB_TILES + (r - rb) / MM_NR) *
+                                             (MM_MR * MM_NR * 16);
+                        j->isa->tile(w, j->X + r * K + k0, K, nr, kc, a, k0 == 0, k0 + kc == K,
+                                     j->Y + r * j->ldy + o, j->ldy, mr);
+                    }
                 }
             }
         }
@@ -211,14 +225,16 @@ static void mm_block(const mm_job *j, int64_t o0, int64_t o1, int64_t r0, int64_
 }
 
 static void mm_task(void *ctx, int64_t task, float *scratch) {
-    (void)scratch;
     const mm_job *j = ctx;
     int64_t ot = task % j->n_otasks, rt = task / j->n_otasks;
     int64_t o0 = ot * j->o_per_task, o1 = o0 + j->o_per_task;
     int64_t r0 = rt * j->r_per_task, r1 = r0 + j->r_per_task;
     if (o1 > j->out) o1 = j->out;
     if (r1 > j->n_rows) r1 = j->n_rows;
-    mm_block(j, o0, o1, r0, r1);
+    if (r1 - r0 <= MM_NF)
+        mm_few(j, o0, o1, r0, r1, scratch);
+    else
+        mm_many(j, o0, o1, r0, r1, scratch);
 }
 
 void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_rows, float *Y,
@@ -227,7 +243,7 @@ void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t
     mm_job j = {W, isa_get(isa), X, Y, n_rows, weft_tensor_cols(W), weft_tensor_rows(W), ldy, 0, 0, 0};
     /* The split only decides which thread computes which outputs, never how (see mm.h). Aim for ~8 tasks per
      * thread so a descheduled thread holds little work, each task at least a few tiles. */
-    const int threads = p ? weft_pool_threads(p) : 1;
+    const int threads = weft_pool_threads(p);
     const int64_t panels = (j.out + MM_MR - 1) / MM_MR, want = (int64_t)threads * 8;
     int64_t r_tasks = 1;
     if (panels < want && n_rows >= 2 * MM_NR) { /* few weight rows, many input rows: split rows too */
@@ -244,10 +260,6 @@ void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t
     if (ppt < min_panels) ppt = min_panels;
     j.o_per_task = ppt * MM_MR;
     j.n_otasks = (j.out + j.o_per_task - 1) / j.o_per_task;
-    if (!p || threads == 1) {
-        mm_block(&j, 0, j.out, 0, n_rows);
-        return;
-    }
     weft_pool_run(p, j.n_otasks * r_tasks, mm_task, &j);
 }
 

@@ -177,6 +177,6 @@ static float avx2_dot(const float *a, const float *b, int64_t n) {
     return tree16(lo, hi);
 }
 
-const weft_mm_isa weft_mm_avx2 = {"avx2", avx2_decode, avx2_tile, avx2_dot};
+const weft_mm_isa weft_mm_avx2 = {"avx2", avx2_decode, avx2_tile, NULL, avx2_dot};
 
 #endif

@@ -1,15 +1,14 @@
-/* AVX-512 pieces of the matmul (mm.h): decoders for the common weight types and the MM_MR × nr register tile.
+/* AVX-512 pieces of the matmul (mm.h): decoders for the common weight types, the fused few-rows path.
  * Compiled for AVX-512 with a target pragma and only called after __builtin_cpu_supports said yes, so the
  * binary still runs on any x86-64. Every decoder repeats the reference decoder's operations in the same order
  * and precision (int → fp32 conversions are exact, then the same multiplies and adds, never fused), so its
  * values equal weft_tensor_dequant_row's bit for bit. */
 #if defined(__x86_64__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2")
-#include "mm.h"
+#include "mm_avx512.h"
 
 #include "weft/safetensors.h"
 
-#include <immintrin.h>
 #include <string.h>
 
 static inline float h2f(const uint8_t *p) {
@@ -28,69 +27,141 @@ static inline __m512i bytes16(const uint8_t *p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* ---- ggml blocks (layouts in src/model/format/ggml_quants.c) ---- */
+static inline float mlx_scale(weft_dtype dt, const uint8_t *base, int64_t g) {
+    if (dt == WEFT_DT_F32) {
+        float f;
+        memcpy(&f, base + 4 * g, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, base + 2 * g, 2);
+    return dt == WEFT_DT_F16 ? _cvtsh_ss(h) : weft_bf16_to_f32(h);
+}
 
-static void d_q4_0(const uint8_t *p, int64_t nb, float *y) {
-    const __m512i m4 = _mm512_set1_epi32(0xF), c8 = _mm512_set1_epi32(8);
-    for (int64_t b = 0; b < nb; b++, p += 18, y += 32) {
-        const __m512 d = _mm512_set1_ps(h2f(p));
-        const __m512i v = bytes16(p + 2);
-        const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(v, m4), c8);
-        const __m512i hi = _mm512_sub_epi32(_mm512_srli_epi32(v, 4), c8);
-        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
-        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+/* ---- weight kinds with a fast path ---- */
+
+typedef enum kind {
+    K_NONE,
+    K_F16,
+    K_BF16,
+    K_Q4_0,
+    K_Q4_1,
+    K_Q5_0,
+    K_Q5_1,
+    K_Q8_0,
+    K_Q4_K,
+    K_Q5_K,
+    K_Q6_K,
+    K_MLX4,
+    K_MLX8
+} kind;
+
+static kind kind_of(const weft_tensor *W) {
+    switch (W->dtype) {
+    case WEFT_DT_F16:
+        return K_F16;
+    case WEFT_DT_BF16:
+        return K_BF16;
+    case WEFT_DT_Q4_0:
+        return K_Q4_0;
+    case WEFT_DT_Q4_1:
+        return K_Q4_1;
+    case WEFT_DT_Q5_0:
+        return K_Q5_0;
+    case WEFT_DT_Q5_1:
+        return K_Q5_1;
+    case WEFT_DT_Q8_0:
+        return K_Q8_0;
+    case WEFT_DT_Q4_K:
+        return K_Q4_K;
+    case WEFT_DT_Q5_K:
+        return K_Q5_K;
+    case WEFT_DT_Q6_K:
+        return K_Q6_K;
+    case WEFT_DT_MLX_AFFINE:
+        if (W->group_size % 32) return K_NONE;
+        return W->bits == 4 ? K_MLX4 : W->bits == 8 ? K_MLX8 : K_NONE;
+    default:
+        return K_NONE;
     }
 }
 
-static void d_q4_1(const uint8_t *p, int64_t nb, float *y) {
-    const __m512i m4 = _mm512_set1_epi32(0xF);
-    for (int64_t b = 0; b < nb; b++, p += 20, y += 32) {
-        const __m512 d = _mm512_set1_ps(h2f(p)), m = _mm512_set1_ps(h2f(p + 2));
-        const __m512i v = bytes16(p + 4);
-        const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(v, m4));
-        const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
-        _mm512_storeu_ps(y, _mm512_add_ps(_mm512_mul_ps(lo, d), m));
-        _mm512_storeu_ps(y + 16, _mm512_add_ps(_mm512_mul_ps(hi, d), m));
+/* Bytes of one stored row, and the offset of column k0 (a multiple of MM_KC, so of every block) in it;
+ * computed here from the layouts rather than through weft_dtype_row_bytes, which costs a call and a division
+ * per row — as much as the arithmetic of a short decode row. */
+static inline size_t row_stride(kind kd, const weft_tensor *W) {
+    const size_t K = (size_t)weft_tensor_cols(W);
+    switch (kd) {
+    case K_F16:
+    case K_BF16:
+        return 2 * K;
+    case K_Q4_0:
+        return K / 32 * 18;
+    case K_Q4_1:
+        return K / 32 * 20;
+    case K_Q5_0:
+        return K / 32 * 22;
+    case K_Q5_1:
+        return K / 32 * 24;
+    case K_Q8_0:
+        return K / 32 * 34;
+    case K_Q4_K:
+        return K / 256 * 144;
+    case K_Q5_K:
+        return K / 256 * 176;
+    case K_Q6_K:
+        return K / 256 * 210;
+    default: /* MLX */
+        return K * (size_t)W->bits / 8;
     }
 }
 
-/* bit j of qh (j < 32) shifted to bit 4, for lanes j = base .. base+15 */
-static inline __m512i fifth_bit(uint32_t qh, const __m512i shifts) {
-    const __m512i v = _mm512_srlv_epi32(_mm512_set1_epi32((int)qh), shifts);
-    return _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(1)), 4);
-}
-
-static void d_q5(const uint8_t *p, int64_t nb, float *y, bool has_min) {
-    const __m512i m4 = _mm512_set1_epi32(0xF), c16 = _mm512_set1_epi32(16);
-    const __m512i s0 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i s1 = _mm512_add_epi32(s0, c16);
-    const int bytes = has_min ? 24 : 22, qh_at = has_min ? 4 : 2;
-    for (int64_t b = 0; b < nb; b++, p += bytes, y += 32) {
-        const __m512 d = _mm512_set1_ps(h2f(p));
-        const uint32_t qh = u32_at(p + qh_at);
-        const __m512i v = bytes16(p + qh_at + 4);
-        __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), fifth_bit(qh, s0));
-        __m512i hi = _mm512_or_si512(_mm512_srli_epi32(v, 4), fifth_bit(qh, s1));
-        if (has_min) {
-            const __m512 m = _mm512_set1_ps(h2f(p + 2));
-            _mm512_storeu_ps(y, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(lo), d), m));
-            _mm512_storeu_ps(y + 16, _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(hi), d), m));
-        } else {
-            lo = _mm512_sub_epi32(lo, c16);
-            hi = _mm512_sub_epi32(hi, c16);
-            _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
-            _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+static inline size_t col_offset(kind kd, const weft_tensor *W, int64_t k0) {
+    const size_t k = (size_t)k0;
+    switch (kd) {
+    case K_Q4_K:
+        return k / 256 * 144;
+    case K_Q5_K:
+        return k / 256 * 176;
+    case K_Q6_K:
+        return k / 256 * 210;
+    case K_MLX4:
+    case K_MLX8:
+        return k * (size_t)W->bits / 8;
+    default: /* plain and 32-blocks: the row stride of k columns */
+        switch (kd) {
+        case K_F16:
+        case K_BF16:
+            return 2 * k;
+        case K_Q4_0:
+            return k / 32 * 18;
+        case K_Q4_1:
+            return k / 32 * 20;
+        case K_Q5_0:
+            return k / 32 * 22;
+        case K_Q5_1:
+            return k / 32 * 24;
+        default:
+            return k / 32 * 34;
         }
     }
 }
 
-static void d_q8_0(const uint8_t *p, int64_t nb, float *y) {
-    for (int64_t b = 0; b < nb; b++, p += 34, y += 32) {
-        const __m512 d = _mm512_set1_ps(h2f(p));
-        const __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2)));
-        const __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 18)));
-        _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d));
-        _mm512_storeu_ps(y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
+/* Per-segment scales: a (and b) per 32 columns (per 16 for Q6_K), as fp32, computed as the reference does. */
+typedef struct prep {
+    float a[MM_KC / 16], b[MM_KC / 16];
+} prep;
+
+/* fp16 d (and m right after it) of nb consecutive blocks `stride` bytes apart, 16 blocks per gather (a
+ * scalar loop into a buffer and a vector load back costs a store-forwarding stall per 16 blocks instead) */
+static inline void prep_dm(const uint8_t *p, int stride, int64_t nb, float *a, float *b) {
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(stride));
+    for (int64_t c = 0; c < nb; c += 16) {
+        const __mmask16 m = nb - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nb - c)) - 1);
+        const __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, p + c * stride, 1);
+        _mm512_storeu_ps(a + c, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
+        if (b) _mm512_storeu_ps(b + c, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))));
     }
 }
 
@@ -105,87 +176,201 @@ static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *mn) {
     }
 }
 
-/* d·q − m on 16 lanes of q, as the reference: (dl · (float)q) − ml */
-static inline void put_dm(float *y, __m512i q, float dl, float ml) {
-    _mm512_storeu_ps(
-        y, _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(dl), _mm512_cvtepi32_ps(q)), _mm512_set1_ps(ml)));
-}
-
-static void d_q4_k(const uint8_t *p, int64_t nb, float *y) {
-    const __m512i m4 = _mm512_set1_epi32(0xF);
-    for (int64_t b = 0; b < nb; b++, p += 144) {
-        const float d = h2f(p), dmin = h2f(p + 2);
-        const uint8_t *q = p + 16;
-        for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
-            int sc, mn;
-            scale_min_k4(is, p + 4, &sc, &mn);
-            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            scale_min_k4(is + 1, p + 4, &sc, &mn);
-            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
-            const __m512i v0 = bytes16(q), v1 = bytes16(q + 16);
-            put_dm(y, _mm512_and_si512(v0, m4), d1, m1);
-            put_dm(y + 16, _mm512_and_si512(v1, m4), d1, m1);
-            put_dm(y + 32, _mm512_srli_epi32(v0, 4), d2, m2);
-            put_dm(y + 48, _mm512_srli_epi32(v1, 4), d2, m2);
-        }
-    }
-}
-
-static void d_q5_k(const uint8_t *p, int64_t nb, float *y) {
-    const __m512i m4 = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
-    for (int64_t b = 0; b < nb; b++, p += 176) {
-        const float d = h2f(p), dmin = h2f(p + 2);
-        const __m512i h0 = bytes16(p + 16), h1 = bytes16(p + 32);
-        const uint8_t *ql = p + 48;
-        for (int is = 0; is < 8; is += 2, ql += 32, y += 64) {
-            int sc, mn;
-            scale_min_k4(is, p + 4, &sc, &mn);
-            const float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            scale_min_k4(is + 1, p + 4, &sc, &mn);
-            const float d2 = d * (float)sc, m2 = dmin * (float)mn;
-            const __m128i sh1 = _mm_cvtsi32_si128(is), sh2 = _mm_cvtsi32_si128(is + 1);
-            const __m512i v0 = bytes16(ql), v1 = bytes16(ql + 16);
-#define HB(h, s) _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(h, s), one), 4)
-            put_dm(y, _mm512_add_epi32(_mm512_and_si512(v0, m4), HB(h0, sh1)), d1, m1);
-            put_dm(y + 16, _mm512_add_epi32(_mm512_and_si512(v1, m4), HB(h1, sh1)), d1, m1);
-            put_dm(y + 32, _mm512_add_epi32(_mm512_srli_epi32(v0, 4), HB(h0, sh2)), d2, m2);
-            put_dm(y + 48, _mm512_add_epi32(_mm512_srli_epi32(v1, 4), HB(h1, sh2)), d2, m2);
-#undef HB
-        }
-    }
-}
-
-static void d_q6_k(const uint8_t *p, int64_t nb, float *y) {
-    const __m512i m4 = _mm512_set1_epi32(0xF), m3 = _mm512_set1_epi32(3), c32 = _mm512_set1_epi32(32);
-    for (int64_t b = 0; b < nb; b++, p += 210) {
-        const uint8_t *ql = p, *qh = p + 128;
-        const int8_t *sc = (const int8_t *)(p + 192);
-        const float d = h2f(p + 208);
-        for (int n = 0; n < 2; n++, ql += 64, qh += 32, sc += 8, y += 128) {
-            for (int h = 0; h < 2; h++) {
-                const int L = 16 * h;
-                const __m512i a = bytes16(ql + L), c = bytes16(ql + 32 + L), hq = bytes16(qh + L);
-#define Q6(lowbits, shift)                                                                                   \
-    _mm512_sub_epi32(                                                                                        \
-        _mm512_or_si512(lowbits, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hq, shift), m3), 4)),  \
-        c32)
-                const __m512i q1 = Q6(_mm512_and_si512(a, m4), 0), q2 = Q6(_mm512_and_si512(c, m4), 2);
-                const __m512i q3 = Q6(_mm512_srli_epi32(a, 4), 4), q4 = Q6(_mm512_srli_epi32(c, 4), 6);
-#undef Q6
-                _mm512_storeu_ps(y + L,
-                                 _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[h]), _mm512_cvtepi32_ps(q1)));
-                _mm512_storeu_ps(y + 32 + L,
-                                 _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[h + 2]), _mm512_cvtepi32_ps(q2)));
-                _mm512_storeu_ps(y + 64 + L,
-                                 _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[h + 4]), _mm512_cvtepi32_ps(q3)));
-                _mm512_storeu_ps(y + 96 + L,
-                                 _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[h + 6]), _mm512_cvtepi32_ps(q4)));
+static inline void do_prep(kind kd, const weft_tensor *W, const uint8_t *p, int64_t row, int64_t k0,
+                           int64_t kc, prep *pp) {
+    const int64_t nc = kc / 32;
+    switch (kd) {
+    case K_Q4_0:
+        prep_dm(p, 18, nc, pp->a, NULL);
+        break;
+    case K_Q4_1:
+        prep_dm(p, 20, nc, pp->a, pp->b);
+        break;
+    case K_Q5_0:
+        prep_dm(p, 22, nc, pp->a, NULL);
+        break;
+    case K_Q5_1:
+        prep_dm(p, 24, nc, pp->a, pp->b);
+        break;
+    case K_Q8_0:
+        prep_dm(p, 34, nc, pp->a, NULL);
+        break;
+    case K_Q4_K:
+    case K_Q5_K: {
+        const int bb = kd == K_Q4_K ? 144 : 176;
+        for (int64_t s = 0; s < nc / 8; s++) {
+            const uint8_t *b = p + s * bb;
+            const float d = h2f(b), dmin = h2f(b + 2);
+            for (int j = 0; j < 8; j++) {
+                int sc, mn;
+                scale_min_k4(j, b + 4, &sc, &mn);
+                pp->a[8 * s + j] = d * (float)sc;
+                pp->b[8 * s + j] = dmin * (float)mn;
             }
         }
+        break;
+    }
+    case K_Q6_K:
+        for (int64_t s = 0; s < nc / 8; s++) {
+            const uint8_t *b = p + s * 210;
+            const float d = h2f(b + 208);
+            for (int j = 0; j < 16; j++) pp->a[16 * s + j] = d * (float)(int8_t)b[192 + j];
+        }
+        break;
+    case K_MLX4:
+    case K_MLX8: {
+        const size_t srow = weft_mlx_scale_row_bytes(W) * (size_t)row;
+        for (int64_t c = 0; c < nc; c++) {
+            const int64_t g = (k0 + 32 * c) / W->group_size;
+            pp->a[c] = mlx_scale(W->scale_dtype, W->scales + srow, g);
+            pp->b[c] = mlx_scale(W->scale_dtype, W->biases + srow, g);
+        }
+        break;
+    }
+    default:
+        break;
     }
 }
 
-/* ---- plain and MLX ---- */
+/* Columns [32c, 32c+32) of a segment as two vectors (lanes 0-15, 16-31). 4-bit codes go through a 16-entry
+ * table T[i] = the reference's value for code i, computed with the reference's operations; vpermps then
+ * picks T[code] per lane (it reads only the index's low 4 bits, so the high nibble needs no mask). */
+static inline __attribute__((always_inline)) void chunk(kind kd, const uint8_t *p, const prep *pp, int64_t c,
+                                                        __m512 *lo, __m512 *hi) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    switch (kd) {
+    case K_F16:
+        *lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 64 * c)));
+        *hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 64 * c + 32)));
+        break;
+    case K_BF16:
+        *lo = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 64 * c))), 16));
+        *hi = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 64 * c + 32))), 16));
+        break;
+    case K_Q4_0:
+    case K_Q4_1: {
+        /* Q4_0: (float)(q − 8)·d;  Q4_1: (float)q·d + m */
+        __m512 T;
+        if (kd == K_Q4_0)
+            T = _mm512_mul_ps(_mm512_sub_ps(iota, _mm512_set1_ps(8.0f)), _mm512_set1_ps(pp->a[c]));
+        else
+            T = _mm512_add_ps(_mm512_mul_ps(iota, _mm512_set1_ps(pp->a[c])), _mm512_set1_ps(pp->b[c]));
+        const __m512i v = bytes16(p + c * (kd == K_Q4_0 ? 18 : 20) + (kd == K_Q4_0 ? 2 : 4));
+        *lo = _mm512_permutexvar_ps(v, T);
+        *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
+        break;
+    }
+    case K_Q5_0:
+    case K_Q5_1: {
+        /* 5-bit codes: two tables (codes 0-15, 16-31) and vpermt2ps on index = nibble | fifth bit << 4;
+         * Q5_0: (float)(q − 16)·d;  Q5_1: (float)q·d + m */
+        const bool m = kd == K_Q5_1;
+        const uint8_t *b = p + c * (m ? 24 : 22);
+        const __m512 d = _mm512_set1_ps(pp->a[c]), i16 = _mm512_add_ps(iota, _mm512_set1_ps(16.0f));
+        __m512 T0, T1;
+        if (m) {
+            const __m512 mm = _mm512_set1_ps(pp->b[c]);
+            T0 = _mm512_add_ps(_mm512_mul_ps(iota, d), mm);
+            T1 = _mm512_add_ps(_mm512_mul_ps(i16, d), mm);
+        } else {
+            T0 = _mm512_mul_ps(_mm512_sub_ps(iota, _mm512_set1_ps(16.0f)), d);
+            T1 = _mm512_mul_ps(iota, d);
+        }
+        const uint32_t qh = u32_at(b + (m ? 4 : 2));
+        const __m512i v = bytes16(b + (m ? 8 : 6)), c16 = _mm512_set1_epi32(16);
+        __m512i il = _mm512_and_si512(v, _mm512_set1_epi32(0xF)), ih = _mm512_srli_epi32(v, 4);
+        il = _mm512_mask_or_epi32(il, (__mmask16)(qh & 0xFFFF), il, c16);
+        ih = _mm512_mask_or_epi32(ih, (__mmask16)(qh >> 16), ih, c16);
+        *lo = _mm512_permutex2var_ps(T0, il, T1);
+        *hi = _mm512_permutex2var_ps(T0, ih, T1);
+        break;
+    }
+    case K_Q8_0: {
+        const uint8_t *b = p + c * 34 + 2;
+        const __m512 d = _mm512_set1_ps(pp->a[c]);
+        *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b))), d);
+        *hi = _mm512_mul_ps(
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 16)))), d);
+        break;
+    }
+    case K_Q4_K: {
+        /* sub-block j of a 256-block: nibble j&1 of bytes 32·(j/2) …; value d1·(float)q − m1 */
+        const int64_t s = c / 8, j = c % 8;
+        const uint8_t *q = p + s * 144 + 16 + 32 * (j / 2);
+        const __m512 T =
+            _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(pp->a[c]), iota), _mm512_set1_ps(pp->b[c]));
+        __m512i v0 = bytes16(q), v1 = bytes16(q + 16);
+        if (j & 1) v0 = _mm512_srli_epi32(v0, 4), v1 = _mm512_srli_epi32(v1, 4);
+        *lo = _mm512_permutexvar_ps(v0, T);
+        *hi = _mm512_permutexvar_ps(v1, T);
+        break;
+    }
+    case K_Q5_K: {
+        /* as Q4_K plus bit j of qh[l] as the fifth bit: d1·(float)(q + 16h) − m1 */
+        const int64_t s = c / 8, j = c % 8;
+        const uint8_t *b = p + s * 176, *q = b + 48 + 32 * (j / 2);
+        const __m512 d1 = _mm512_set1_ps(pp->a[c]), m1 = _mm512_set1_ps(pp->b[c]);
+        const __m512 T0 = _mm512_sub_ps(_mm512_mul_ps(d1, iota), m1);
+        const __m512 T1 = _mm512_sub_ps(_mm512_mul_ps(d1, _mm512_add_ps(iota, _mm512_set1_ps(16.0f))), m1);
+        __m512i v0 = bytes16(q), v1 = bytes16(q + 16);
+        if (j & 1) v0 = _mm512_srli_epi32(v0, 4), v1 = _mm512_srli_epi32(v1, 4);
+        const __m512i m4 = _mm512_set1_epi32(0xF), c16 = _mm512_set1_epi32(16),
+                      bit = _mm512_set1_epi32(1 << j);
+        v0 = _mm512_and_si512(v0, m4);
+        v1 = _mm512_and_si512(v1, m4);
+        v0 = _mm512_mask_or_epi32(v0, _mm512_test_epi32_mask(bytes16(b + 16), bit), v0, c16);
+        v1 = _mm512_mask_or_epi32(v1, _mm512_test_epi32_mask(bytes16(b + 32), bit), v1, c16);
+        *lo = _mm512_permutex2var_ps(T0, v0, T1);
+        *hi = _mm512_permutex2var_ps(T0, v1, T1);
+        break;
+    }
+    case K_Q6_K: {
+        /* columns 128n + 32g + l: low (g < 2) or high nibble of ql[64n + 32(g&1) + l], bits 2g.. of
+         * qh[32n + l]; value (d·sc)·(float)(q − 32), one scale per 16 columns */
+        const int64_t s = c / 8, n = (c / 4) % 2, g = c % 4;
+        const uint8_t *ql = p + s * 210 + 64 * n + 32 * (g & 1), *qh = p + s * 210 + 128 + 32 * n;
+        const __m512i m4 = _mm512_set1_epi32(0xF), m30 = _mm512_set1_epi32(0x30), c32 = _mm512_set1_epi32(32);
+        const __m128i sh = _mm_cvtsi32_si128((int)(g >> 1) * 4), shh = _mm_cvtsi32_si128((int)(4 - 2 * g));
+        __m512i q0 = _mm512_and_si512(_mm512_srl_epi32(bytes16(ql), sh), m4);
+        __m512i q1 = _mm512_and_si512(_mm512_srl_epi32(bytes16(ql + 16), sh), m4);
+        __m512i h0 = bytes16(qh), h1 = bytes16(qh + 16);
+        /* (qh >> 2g & 3) << 4 == (qh << (4 − 2g) or >> (2g − 4)) & 0x30 */
+        if (g < 2)
+            h0 = _mm512_sll_epi32(h0, shh), h1 = _mm512_sll_epi32(h1, shh);
+        else
+            h0 = _mm512_srl_epi32(h0, _mm_cvtsi32_si128((int)(2 * g - 4))),
+            h1 = _mm512_srl_epi32(h1, _mm_cvtsi32_si128((int)(2 * g - 4)));
+        q0 = _mm512_sub_epi32(_mm512_ternarylogic_epi32(q0, h0, m30, 0xF8), c32); /* q0 | (h0 & 0x30) */
+        q1 = _mm512_sub_epi32(_mm512_ternarylogic_epi32(q1, h1, m30, 0xF8), c32);
+        *lo = _mm512_mul_ps(_mm512_set1_ps(pp->a[2 * c]), _mm512_cvtepi32_ps(q0));
+        *hi = _mm512_mul_ps(_mm512_set1_ps(pp->a[2 * c + 1]), _mm512_cvtepi32_ps(q1));
+        break;
+    }
+    case K_MLX4: {
+        /* 8 codes per uint32, LSB first: byte i holds columns 2i (low nibble) and 2i+1; value s·q + b */
+        const __m512 T =
+            _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(pp->a[c]), iota), _mm512_set1_ps(pp->b[c]));
+        const __m512i sh = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+        const __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * c));
+        *lo = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(x, x)), sh), T);
+        *hi = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(x, x)), sh), T);
+        break;
+    }
+    case K_MLX8: {
+        const __m512 sc = _mm512_set1_ps(pp->a[c]), bi = _mm512_set1_ps(pp->b[c]);
+        *lo = _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(bytes16(p + 32 * c))), bi);
+        *hi = _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(bytes16(p + 32 * c + 16))), bi);
+        break;
+    }
+    default:
+        *lo = *hi = _mm512_setzero_ps();
+        break;
+    }
+}
+
+/* ---- plain types with any length (the decode-to-buffer path) ---- */
 
 static void d_f16(const uint8_t *p, int64_t n, float *y) {
     int64_t i = 0;
@@ -210,187 +395,203 @@ static void d_bf16(const uint8_t *p, int64_t n, float *y) {
     }
 }
 
-static inline float mlx_scale(weft_dtype dt, const uint8_t *base, int64_t g) {
-    if (dt == WEFT_DT_F32) {
-        float f;
-        memcpy(&f, base + 4 * g, 4);
-        return f;
+static inline __attribute__((always_inline)) void decode_kind(kind kd, const weft_tensor *W, int64_t row,
+                                                              int64_t k0, int64_t kc, float *out) {
+    const uint8_t *p = W->data + (size_t)row * row_stride(kd, W) + col_offset(kd, W, k0);
+    prep pp;
+    do_prep(kd, W, p, row, k0, kc, &pp);
+    for (int64_t c = 0; c < kc / 32; c++) {
+        __m512 lo, hi;
+        chunk(kd, p, &pp, c, &lo, &hi);
+        _mm512_storeu_ps(out + 32 * c, lo);
+        _mm512_storeu_ps(out + 32 * c + 16, hi);
     }
-    uint16_t h;
-    memcpy(&h, base + 2 * g, 2);
-    return dt == WEFT_DT_F16 ? _cvtsh_ss(h) : weft_bf16_to_f32(h);
 }
 
-/* 4- and 8-bit MLX affine: value = s·q + b (multiply, then add), q LSB-first within each uint32 word. */
-static bool d_mlx(const weft_tensor *t, int64_t row, int64_t k0, int64_t kc, float *y) {
-    if ((t->bits != 4 && t->bits != 8) || t->group_size % 16) return false;
-    const uint8_t *w = t->data + (size_t)row * weft_mlx_row_bytes(t);
-    const size_t srow = weft_mlx_scale_row_bytes(t) * (size_t)row;
-    const uint8_t *sp = t->scales + srow, *bp = t->biases + srow;
-    const __m512i shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-    const __m512i m4 = _mm512_set1_epi32(0xF);
-    const int gs = t->group_size;
-    for (int64_t k = k0; k < k0 + kc; k += gs) {
-        const int64_t g = k / gs;
-        const __m512 s = _mm512_set1_ps(mlx_scale(t->scale_dtype, sp, g));
-        const __m512 b = _mm512_set1_ps(mlx_scale(t->scale_dtype, bp, g));
-        for (int j = 0; j < gs; j += 16) {
-            __m512i q;
-            if (t->bits == 4) {
-                __m128i x = _mm_loadl_epi64((const __m128i *)(w + (k + j) / 2));
-                x = _mm_unpacklo_epi8(x, x); /* byte i twice: elements 2i (low nibble), 2i+1 (high) */
-                q = _mm512_and_si512(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(x), shifts), m4);
-            } else {
-                q = bytes16(w + k + j);
-            }
-            _mm512_storeu_ps(y + (k - k0) + j, _mm512_add_ps(_mm512_mul_ps(s, _mm512_cvtepi32_ps(q)), b));
-        }
+#define KIND_FN(NAME, KD)                                                                                    \
+    static void NAME(const weft_tensor *W, int64_t row, int64_t k0, int64_t kc, float *out) {                \
+        decode_kind(KD, W, row, k0, kc, out);                                                                \
     }
-    return true;
-}
+KIND_FN(dec_q4_0, K_Q4_0)
+KIND_FN(dec_q4_1, K_Q4_1)
+KIND_FN(dec_q5_0, K_Q5_0)
+KIND_FN(dec_q5_1, K_Q5_1)
+KIND_FN(dec_q8_0, K_Q8_0)
+KIND_FN(dec_q4_k, K_Q4_K)
+KIND_FN(dec_q5_k, K_Q5_K)
+KIND_FN(dec_q6_k, K_Q6_K)
+KIND_FN(dec_mlx4, K_MLX4)
+KIND_FN(dec_mlx8, K_MLX8)
+#undef KIND_FN
 
 static bool avx512_decode(const weft_tensor *W, int64_t row, int64_t k0, int64_t kc, float *out) {
-    if (W->dtype == WEFT_DT_MLX_AFFINE) return d_mlx(W, row, k0, kc, out);
+    switch (kind_of(W)) {
+    case K_F16:
+        d_f16(W->data + (size_t)row * 2 * (size_t)weft_tensor_cols(W) + 2 * k0, kc, out);
+        return true;
+    case K_BF16:
+        d_bf16(W->data + (size_t)row * 2 * (size_t)weft_tensor_cols(W) + 2 * k0, kc, out);
+        return true;
+    case K_Q4_0:
+        dec_q4_0(W, row, k0, kc, out);
+        return true;
+    case K_Q4_1:
+        dec_q4_1(W, row, k0, kc, out);
+        return true;
+    case K_Q5_0:
+        dec_q5_0(W, row, k0, kc, out);
+        return true;
+    case K_Q5_1:
+        dec_q5_1(W, row, k0, kc, out);
+        return true;
+    case K_Q8_0:
+        dec_q8_0(W, row, k0, kc, out);
+        return true;
+    case K_Q4_K:
+        dec_q4_k(W, row, k0, kc, out);
+        return true;
+    case K_Q5_K:
+        dec_q5_k(W, row, k0, kc, out);
+        return true;
+    case K_Q6_K:
+        dec_q6_k(W, row, k0, kc, out);
+        return true;
+    case K_MLX4:
+        dec_mlx4(W, row, k0, kc, out);
+        return true;
+    case K_MLX8:
+        dec_mlx8(W, row, k0, kc, out);
+        return true;
+    default:
+        return false; /* F32 (used in place), Q2_K, Q3_K, MLX 2/3/5/6-bit: the portable decoder */
+    }
+}
+
+/* ---- fused: decode in registers, multiply at once (few input rows) ---- */
+
+static inline __attribute__((always_inline)) void fused_body(kind kd, const weft_tensor *W, int64_t o, int mr,
+                                                             const float *x, int64_t ldx, const int nr,
+                                                             float *y, int64_t ldy) {
     const int64_t K = weft_tensor_cols(W);
-    const uint8_t *src = W->data + (size_t)row * weft_dtype_row_bytes(W->dtype, K);
-    const weft_dtype_info *info = weft_dtype_get(W->dtype);
-    const uint8_t *p = src + (size_t)(k0 / info->block) * (size_t)info->block_bytes;
-    const int64_t nb = kc / info->block;
-    switch (W->dtype) {
-    case WEFT_DT_F32:
-        memcpy(out, p, (size_t)kc * 4);
-        return true;
-    case WEFT_DT_F16:
-        d_f16(p, kc, out);
-        return true;
-    case WEFT_DT_BF16:
-        d_bf16(p, kc, out);
-        return true;
-    case WEFT_DT_Q4_0:
-        d_q4_0(p, nb, out);
-        return true;
-    case WEFT_DT_Q4_1:
-        d_q4_1(p, nb, out);
-        return true;
-    case WEFT_DT_Q5_0:
-        d_q5(p, nb, out, false);
-        return true;
-    case WEFT_DT_Q5_1:
-        d_q5(p, nb, out, true);
-        return true;
-    case WEFT_DT_Q8_0:
-        d_q8_0(p, nb, out);
-        return true;
-    case WEFT_DT_Q4_K:
-        d_q4_k(p, nb, out);
-        return true;
-    case WEFT_DT_Q5_K:
-        d_q5_k(p, nb, out);
-        return true;
-    case WEFT_DT_Q6_K:
-        d_q6_k(p, nb, out);
-        return true;
-    default:
-        return false; /* Q2_K, Q3_K: the portable decoder */
-    }
-}
-
-/* ---- the register tile and the reduction ---- */
-
-/* mm.h step 3: lanes (j, j+8), then (j, j+4), then (0,2)+(1,3) */
-static inline float tree16(__m512 v) {
-    const __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    const __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    const __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-    return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
-}
-
-static inline __attribute__((always_inline)) void tile_nr(const float *const w[MM_MR], const float *x,
-                                                          int64_t ldx, const int nr, int64_t kc, float *acc,
-                                                          bool init, bool finish, float *y, int64_t ldy,
-                                                          int mr) {
-    __m512 a[MM_MR][MM_NR];
-#pragma GCC unroll 4
+    const size_t rs = row_stride(kd, W);
+    __m512 acc[MM_MR][MM_NF];
     for (int i = 0; i < MM_MR; i++)
-#pragma GCC unroll 6
-        for (int r = 0; r < nr; r++)
-            a[i][r] = init ? _mm512_setzero_ps() : _mm512_load_ps(acc + (i * MM_NR + r) * 16);
-    const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
-    int64_t k = 0;
-    for (; k + 16 <= kc; k += 16) {
-        const __m512 v0 = _mm512_loadu_ps(w0 + k), v1 = _mm512_loadu_ps(w1 + k), v2 = _mm512_loadu_ps(w2 + k),
-                     v3 = _mm512_loadu_ps(w3 + k);
-#pragma GCC unroll 6
-        for (int r = 0; r < nr; r++) {
-            const __m512 xv = _mm512_loadu_ps(x + r * ldx + k);
-            a[0][r] = _mm512_fmadd_ps(v0, xv, a[0][r]);
-            a[1][r] = _mm512_fmadd_ps(v1, xv, a[1][r]);
-            a[2][r] = _mm512_fmadd_ps(v2, xv, a[2][r]);
-            a[3][r] = _mm512_fmadd_ps(v3, xv, a[3][r]);
+        for (int r = 0; r < nr; r++) acc[i][r] = _mm512_setzero_ps();
+    for (int64_t k0 = 0; k0 < K; k0 += MM_KC) {
+        const int64_t kc = K - k0 < MM_KC ? K - k0 : MM_KC;
+        prep pp[MM_MR];
+        const uint8_t *rp[MM_MR];
+        for (int i = 0; i < MM_MR; i++) {
+            const int64_t row = o + (i < mr ? i : mr - 1); /* padding rows repeat the last, never written */
+            rp[i] = W->data + (size_t)row * rs + col_offset(kd, W, k0);
+            do_prep(kd, W, rp[i], row, k0, kc, &pp[i]);
+        }
+        const float *xk = x + k0;
+        /* the panel after next (its rows follow these in memory) is fetched while this one computes, spread over
+         * the chunks: decode rows are short streams the hardware prefetcher barely ramps up on */
+        const uint8_t *next = rp[0] + (size_t)(2 * MM_MR) * rs;
+        const size_t per_chunk = ((size_t)MM_MR * rs + (size_t)(kc / 32) - 1) / (size_t)(kc / 32);
+        for (int64_t c = 0; c < kc / 32; c++) {
+            __m512 xl[MM_NF], xh[MM_NF];
+            for (size_t off = (size_t)c * per_chunk; off < (size_t)(c + 1) * per_chunk; off += 64)
+                _mm_prefetch((const char *)next + off, _MM_HINT_T0);
+            for (int r = 0; r < nr; r++) {
+                xl[r] = _mm512_loadu_ps(xk + r * ldx + 32 * c);
+                xh[r] = _mm512_loadu_ps(xk + r * ldx + 32 * c + 16);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < MM_MR; i++) {
+                __m512 lo, hi;
+                chunk(kd, rp[i], &pp[i], c, &lo, &hi);
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++) {
+                    acc[i][r] = _mm512_fmadd_ps(lo, xl[r], acc[i][r]);
+                    acc[i][r] = _mm512_fmadd_ps(hi, xh[r], acc[i][r]);
+                }
+            }
         }
     }
-    if (k < kc) { /* lanes with no k left keep their value (mask3: unchanged where the mask is clear) */
-        const __mmask16 m = (__mmask16)((1u << (kc - k)) - 1);
-        const __m512 v0 = _mm512_maskz_loadu_ps(m, w0 + k), v1 = _mm512_maskz_loadu_ps(m, w1 + k),
-                     v2 = _mm512_maskz_loadu_ps(m, w2 + k), v3 = _mm512_maskz_loadu_ps(m, w3 + k);
-#pragma GCC unroll 6
-        for (int r = 0; r < nr; r++) {
-            const __m512 xv = _mm512_maskz_loadu_ps(m, x + r * ldx + k);
-            a[0][r] = _mm512_mask3_fmadd_ps(v0, xv, a[0][r], m);
-            a[1][r] = _mm512_mask3_fmadd_ps(v1, xv, a[1][r], m);
-            a[2][r] = _mm512_mask3_fmadd_ps(v2, xv, a[2][r], m);
-            a[3][r] = _mm512_mask3_fmadd_ps(v3, xv, a[3][r], m);
-        }
-    }
-    if (finish) {
-#pragma GCC unroll 6
-        for (int r = 0; r < nr; r++)
-#pragma GCC unroll 4
-            for (int i = 0; i < MM_MR; i++)
-                if (i < mr) y[r * ldy + i] = tree16(a[i][r]);
-    } else {
-#pragma GCC unroll 4
-        for (int i = 0; i < MM_MR; i++)
-#pragma GCC unroll 6
-            for (int r = 0; r < nr; r++) _mm512_store_ps(acc + (i * MM_NR + r) * 16, a[i][r]);
-    }
+    for (int r = 0; r < nr; r++)
+        for (int i = 0; i < mr; i++) y[r * ldy + i] = weft_avx512_tree16(acc[i][r]);
 }
 
-static void avx512_tile(const float *const w[MM_MR], const float *x, int64_t ldx, int nr, int64_t kc,
-                        float *acc, bool init, bool finish, float *y, int64_t ldy, int mr) {
-    switch (nr) {
-    case 1:
-        tile_nr(w, x, ldx, 1, kc, acc, init, finish, y, ldy, mr);
-        break;
-    case 2:
-        tile_nr(w, x, ldx, 2, kc, acc, init, finish, y, ldy, mr);
-        break;
-    case 3:
-        tile_nr(w, x, ldx, 3, kc, acc, init, finish, y, ldy, mr);
-        break;
-    case 4:
-        tile_nr(w, x, ldx, 4, kc, acc, init, finish, y, ldy, mr);
-        break;
-    case 5:
-        tile_nr(w, x, ldx, 5, kc, acc, init, finish, y, ldy, mr);
-        break;
+#define FUSED_FN(NAME, KD)                                                                                   \
+    static void NAME(const weft_tensor *W, int64_t o, int mr, const float *x, int64_t ldx, int nr, float *y, \
+                     int64_t ldy) {                                                                          \
+        switch (nr) {                                                                                        \
+        case 1:                                                                                              \
+            fused_body(KD, W, o, mr, x, ldx, 1, y, ldy);                                                     \
+            break;                                                                                           \
+        case 2:                                                                                              \
+            fused_body(KD, W, o, mr, x, ldx, 2, y, ldy);                                                     \
+            break;                                                                                           \
+        case 3:                                                                                              \
+            fused_body(KD, W, o, mr, x, ldx, 3, y, ldy);                                                     \
+            break;                                                                                           \
+        default:                                                                                             \
+            fused_body(KD, W, o, mr, x, ldx, 4, y, ldy);                                                     \
+            break;                                                                                           \
+        }                                                                                                    \
+    }
+FUSED_FN(fu_f16, K_F16)
+FUSED_FN(fu_bf16, K_BF16)
+FUSED_FN(fu_q4_0, K_Q4_0)
+FUSED_FN(fu_q4_1, K_Q4_1)
+FUSED_FN(fu_q5_0, K_Q5_0)
+FUSED_FN(fu_q5_1, K_Q5_1)
+FUSED_FN(fu_q8_0, K_Q8_0)
+FUSED_FN(fu_q4_k, K_Q4_K)
+FUSED_FN(fu_q5_k, K_Q5_K)
+FUSED_FN(fu_q6_k, K_Q6_K)
+FUSED_FN(fu_mlx4, K_MLX4)
+FUSED_FN(fu_mlx8, K_MLX8)
+#undef FUSED_FN
+
+static bool avx512_fused(const weft_tensor *W, int64_t o, int mr, const float *x, int64_t ldx, int nr,
+                         float *y, int64_t ldy) {
+    if (nr < 1 || nr > MM_NF || weft_tensor_cols(W) % 32) return false;
+    switch (kind_of(W)) {
+    case K_F16:
+        fu_f16(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_BF16:
+        fu_bf16(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q4_0:
+        fu_q4_0(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q4_1:
+        fu_q4_1(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q5_0:
+        fu_q5_0(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q5_1:
+        fu_q5_1(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q8_0:
+        fu_q8_0(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q4_K:
+        fu_q4_k(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q5_K:
+        fu_q5_k(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_Q6_K:
+        fu_q6_k(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_MLX4:
+        fu_mlx4(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
+    case K_MLX8:
+        fu_mlx8(W, o, mr, x, ldx, nr, y, ldy);
+        return true;
     default:
-        tile_nr(w, x, ldx, 6, kc, acc, init, finish, y, ldy, mr);
-        break;
+        return false;
     }
 }
 
-static float avx512_dot(const float *a, const float *b, int64_t n) {
-    __m512 acc = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + k), _mm512_loadu_ps(b + k), acc);
-    if (k < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
-        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(m, a + k), _mm512_maskz_loadu_ps(m, b + k), acc, m);
-    }
-    return tree16(acc);
-}
-
-const weft_mm_isa weft_mm_avx512 = {"avx512", avx512_decode, avx512_tile, avx512_dot};
+const weft_mm_isa weft_mm_avx512 = {"avx512", avx512_decode, weft_avx512_tile, avx512_fused, weft_avx512_dot};
 
 #endif

@@ -120,8 +120,10 @@ weft_pool *weft_pool_new(int n_threads, size_t scratch_floats) {
     p->scratch = calloc((size_t)n_threads, sizeof *p->scratch);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->scratch || !p->threads) goto fail;
+    if (scratch_floats < WEFT_POOL_MIN_SCRATCH_FLOATS) scratch_floats = WEFT_POOL_MIN_SCRATCH_FLOATS;
+    scratch_floats = (scratch_floats + 15) / 16 * 16; /* aligned_alloc: a multiple of the alignment */
     for (int i = 0; i < n_threads; i++) {
-        p->scratch[i] = malloc((scratch_floats ? scratch_floats : 1) * sizeof(float));
+        p->scratch[i] = aligned_alloc(64, scratch_floats * sizeof(float));
         if (!p->scratch[i]) goto fail;
     }
     pthread_mutex_init(&p->mu, NULL);

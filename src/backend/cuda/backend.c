@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MIB(x) ((double)(x) / 1048576.0)
 
@@ -134,7 +135,14 @@ static void cu_destroy(void *self) {
     if (b->h_logits) cudaFreeHost(b->h_logits);
     if (b->exec) cudaGraphExecDestroy(b->exec);
     if (b->stream) cudaStreamDestroy(b->stream);
-    weft_sampler_free(b->sampler);
+    for (int i = 0; b->samplers && i < b->n_samplers; i++) weft_sampler_free(b->samplers[i]);
+    free(b->samplers);
+    free(b->free_s);
+    free(b->tasks);
+    if (b->pool) weft_pool_free(b->pool);
+    if (b->smu_ok) pthread_mutex_destroy(&b->smu);
+    if (b->h_gsel) cudaFreeHost(b->h_gsel);
+    if (b->h_ids) cudaFreeHost(b->h_ids);
     free(b->layers);
     free(b->kv);
     free(b->cap);
@@ -254,6 +262,8 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
                 {(void **)&b->logits, R * V * f},
                 {(void **)&b->d_rows, R * sizeof(weft_cu_row)},
                 {(void **)&b->d_outrows, R * sizeof(int)},
+                {(void **)&b->d_gsel, R * sizeof(int)},
+                {(void **)&b->d_ids, R * sizeof(int32_t)},
                 {(void **)&b->attn_scratch,
                  weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f}};
     weft_status st;
@@ -262,13 +272,15 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     CU_TRY(cudaMallocHost((void **)&b->h_rows, R * sizeof(weft_cu_row)), "pinned row table");
     CU_TRY(cudaMallocHost((void **)&b->h_outrows, R * sizeof(int)), "pinned drawn-row table");
     CU_TRY(cudaMallocHost((void **)&b->h_logits, R * V * f), "pinned logits");
+    CU_TRY(cudaMallocHost((void **)&b->h_gsel, R * sizeof(int)), "pinned greedy-row table");
+    CU_TRY(cudaMallocHost((void **)&b->h_ids, R * sizeof(int32_t)), "pinned greedy ids");
     return WEFT_OK;
 }
 
 static size_t activation_bytes(const cu_backend *b) {
     const size_t R = (size_t)b->max_rows;
     return R * sizeof(float) * (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
-           R * (sizeof(weft_cu_row) + sizeof(int)) +
+           R * (sizeof(weft_cu_row) + 3 * sizeof(int)) +
            weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) *
                sizeof(float);
 }
@@ -308,9 +320,23 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     b->layers = calloc((size_t)b->L, sizeof *b->layers);
     b->kv = calloc((size_t)b->max_slots, sizeof *b->kv);
     b->cap = calloc((size_t)b->max_slots, sizeof *b->cap);
-    b->sampler = weft_sampler_new(b->V);
+    /* Host draws: one sampler per pool thread (the CPUs, at most 16 and at most max_rows). */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    b->n_samplers = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (int)ncpu;
+    if (b->n_samplers > b->max_rows) b->n_samplers = b->max_rows;
+    b->samplers = calloc((size_t)b->n_samplers, sizeof *b->samplers);
+    b->free_s = calloc((size_t)b->n_samplers, sizeof *b->free_s);
+    b->tasks = calloc((size_t)b->max_rows, sizeof *b->tasks);
+    b->pool = weft_pool_new(b->n_samplers, 1);
+    b->smu_ok = b->samplers && b->free_s && pthread_mutex_init(&b->smu, NULL) == 0;
+    bool samplers_ok = b->smu_ok && b->tasks && b->pool;
+    for (int i = 0; samplers_ok && i < b->n_samplers; i++) {
+        b->samplers[i] = b->free_s[i] = weft_sampler_new(b->V);
+        samplers_ok = b->samplers[i] != NULL;
+    }
+    b->n_free = b->n_samplers;
     mat_ref *mats = malloc(((size_t)b->L * 7 + 2) * sizeof *mats);
-    if (!b->layers || !b->kv || !b->cap || !b->sampler || !mats) {
+    if (!b->layers || !b->kv || !b->cap || !samplers_ok || !mats) {
         free(mats);
         return weft_err_set(err, WEFT_ENOMEM, "out of host memory creating the CUDA backend");
     }
@@ -383,9 +409,18 @@ weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set 
     return WEFT_OK;
 }
 
+/* The logits stay on the device after a forward (greedy rows' never come back on their own): this hook
+ * copies all drawn rows back on demand. */
 const float *weft_cuda_backend_last_logits(const weft_backend *be, int *n_rows) {
-    const cu_backend *b = be->self;
+    cu_backend *b = be->self;
     if (n_rows) *n_rows = b->n_last;
+    if (b->n_last > 0 && (cudaSetDevice(b->dev) != cudaSuccess ||
+                          cudaMemcpy(b->h_logits, b->logits, (size_t)b->n_last * (size_t)b->V * sizeof(float),
+                                     cudaMemcpyDeviceToHost) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        if (n_rows) *n_rows = 0;
+        return NULL;
+    }
     return b->h_logits;
 }
 

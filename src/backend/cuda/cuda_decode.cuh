@@ -11,12 +11,13 @@
 // The weight as kernels take it (by value).
 struct WDev {
     const void *q, *s, *b;
-    int64_t cols;
+    int64_t rows, cols;
     int gshift; // log2(group)
+    int sb;     // WEFT_CU_Q4F: 32-element sub-blocks per K block (weft_cu_q4f_sb)
 };
 
 static inline WDev wdev(const weft_cu_weight *w) {
-    WDev d{w->q, w->s, w->b, w->cols, 0};
+    WDev d{w->q, w->s, w->b, w->rows, w->cols, 0, w->kind == WEFT_CU_Q4F ? weft_cu_q4f_sb(w->cols) : 0};
     while (w->group > 0 && (1 << d.gshift) < w->group) d.gshift++;
     return d;
 }
@@ -143,7 +144,10 @@ template <int MODE, int SDT> struct DecQ4 {
         return __fadd_rn(acc, c);
     }
     __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
-        const Raw r = load(w, o, u);
+        decode(load(w, o, u), out);
+    }
+    // The CPU decoder's arithmetic on one unit's 4 words.
+    __device__ __forceinline__ static void decode(const Raw &r, float *out) {
         const uint32_t x[4] = {r.v.x, r.v.y, r.v.z, r.v.w};
 #pragma unroll
         for (int j = 0; j < 4; j++)
@@ -153,6 +157,25 @@ template <int MODE, int SDT> struct DecQ4 {
                 out[8 * j + n] = MODE == WEFT_CU_AFFINE ? __fadd_rn(__fmul_rn(r.s, (float)q), r.b)
                                                         : __fmul_rn((float)(q - 8), r.s);
             }
+    }
+};
+
+// WEFT_CU_Q4F (the tensor-core layout, mma_q4.cu): only unit() (the embedding) is read through here; the
+// matmul has its own kernel. Unit u of row o is sub-block u: its 4 words sit SB words apart.
+template <int MODE, int SDT> struct DecQ4F {
+    static constexpr int U = 32, OR = 4;
+    static constexpr bool kMma = true;
+    using Base = DecQ4<MODE, SDT>;
+    __device__ __forceinline__ static void unit(const WDev &w, int64_t o, int64_t u, float *out) {
+        const int64_t sb = w.sb, nblk = w.cols / (32 * sb), tile = o / 16, rr = o % 16;
+        const int64_t base = ((tile * nblk + u / sb) * 2 + rr / 8) * 32 * sb + 4 * (rr % 8) * sb + u % sb;
+        const uint32_t *q = static_cast<const uint32_t *>(w.q) + base;
+        typename Base::Raw r;
+        r.v = make_uint4(__ldg(q), __ldg(q + sb), __ldg(q + 2 * sb), __ldg(q + 3 * sb));
+        const int64_t ng = w.cols >> w.gshift, g = o * ng + ((u * 32) >> w.gshift);
+        r.s = ld_scale<SDT>(w.s, g);
+        r.b = MODE == WEFT_CU_AFFINE ? ld_scale<SDT>(w.b, g) : 0.0f;
+        Base::decode(r, out);
     }
 };
 

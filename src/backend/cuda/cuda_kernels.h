@@ -27,7 +27,14 @@ extern "C" {
  * roundings, MLX affine_dequantize) SYM:    q · s       (GGUF Q8_0) OFF8:   (q − 8) · s (GGUF Q4_0) exactly
  * as the CPU decoders (src/model/format) compute it, in fp32. cols must be a multiple of 32 and group a power
  * of two >= 32 (Q4) or >= 16 (Q8). */
-typedef enum weft_cu_kind { WEFT_CU_F32 = 0, WEFT_CU_F16, WEFT_CU_BF16, WEFT_CU_Q4, WEFT_CU_Q8 } weft_cu_kind;
+typedef enum weft_cu_kind {
+    WEFT_CU_F32 = 0,
+    WEFT_CU_F16,
+    WEFT_CU_BF16,
+    WEFT_CU_Q4,
+    WEFT_CU_Q8,
+    WEFT_CU_Q4F /* 4-bit in tensor-core fragment order (below); mode/sdt/group as WEFT_CU_Q4 */
+} weft_cu_kind;
 typedef enum weft_cu_qmode { WEFT_CU_AFFINE = 0, WEFT_CU_SYM, WEFT_CU_OFF8 } weft_cu_qmode;
 typedef enum weft_cu_sdt { WEFT_CU_S_F32 = 0, WEFT_CU_S_F16, WEFT_CU_S_BF16 } weft_cu_sdt;
 
@@ -54,6 +61,29 @@ typedef struct weft_cu_rope {
     float attn_factor;     /* multiplies cos and sin (yarn), else 1 */
     const float *inv_freq; /* device [rot/2] */
 } weft_cu_rope;
+
+/* WEFT_CU_Q4F: the same 4-bit values and scales as WEFT_CU_Q4 (scales [rows, cols/group] unchanged), with the
+ * words (8 elements each, element e at bits 4·(e%8)) permuted so that one lane's 16-byte load holds its mma
+ * fragments: rows in tiles of 16, K in blocks of SB = weft_cu_q4f_sb(cols) sub-blocks of 32 elements; word w8
+ * (elements 8·w8 .. 8·w8+7) of row r goes to weft_cu_q4f_word(rows, cols, r, w8). Used when weft_cu_q4f_ok:
+ * rows % 16 == 0, group in {32, 64, 128}, cols % group == 0. The matmul on it (mma_q4.cu) computes with bf16
+ * tensor-core products of the exact 4-bit values and activations split into bf16 hi + lo (16 significand
+ * bits): relative error ~1e-5 against the fp32 definition, well inside SPEC §5.5's fp32 tolerance. */
+int weft_cu_q4f_ok(int64_t rows, int64_t cols, int group);
+int weft_cu_q4f_sb(int64_t cols);
+int64_t weft_cu_q4f_word(int64_t rows, int64_t cols, int64_t r, int64_t w8);
+/* src: MLX word order [rows, cols/8] little-endian uint32 (any alignment); dst: the same count of words in
+ * Q4F order. Host function. */
+void weft_cu_q4f_pack(const void *src, int64_t rows, int64_t cols, uint32_t *dst);
+/* weft_cu_matmul for WEFT_CU_Q4F weights (weft_cu_matmul calls it). */
+cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t ldx, int M, float *Y,
+                               int64_t ldy, const float *bias, int accumulate, cudaStream_t stream);
+
+/* ids[r] = argmax of row sel[r] of logits [*, V] (NaN counts as −inf; ties to the lowest id; a row of −inf
+ * gives 0): SPEC §5.1 step 3, exactly what weft_sample returns at temperature 0 with no bias or penalties.
+ * One block per row. */
+cudaError_t weft_cu_argmax(const float *logits, int64_t V, const int *sel, int n, int32_t *ids,
+                           cudaStream_t stream);
 
 /* Y[i, o] = Σ_k W[o, k]·X[i, k] (+ bias[o]) for i < M, o < W.rows, k < W.cols; with accumulate, Y[i, o] +=
  * that (the residual add: y = Y + (dot + bias)). X: [M, ldx] (ldx a multiple of 4), Y: [M, ldy]. Per output:

@@ -5,12 +5,24 @@
 
 #include "cuda_internal.h"
 
+#include "weft/cpu.h"
+
+#include <pthread.h>
+
 typedef struct cu_layer {
     weft_cu_weight wq, wk, wv, wo, wg, wu, wd;
     float *bq, *bk, *bv;         /* device [Hq·d], [Hkv·d] or NULL */
     float *attn_norm, *ffn_norm; /* device [H] */
     float *q_norm, *k_norm;      /* device [d] (qwen3) or NULL */
 } cu_layer;
+
+/* One host draw of a forward: segment, its drawn-row index j, the drawn-row index o in the logits. */
+typedef struct cu_task {
+    weft_segment *seg;
+    int j, o;
+    int32_t draw;
+    weft_err err;
+} cu_task;
 
 typedef struct cu_backend {
     int dev;
@@ -37,7 +49,15 @@ typedef struct cu_backend {
     float **kv;
     int *cap;
     size_t slots_bytes;
-    weft_sampler *sampler;
+    /* draws: device argmax for plain greedy rows, host weft_sample on a pool for the rest */
+    int *d_gsel, *h_gsel;   /* drawn-row indices of the device-greedy rows [max_rows] */
+    int32_t *d_ids, *h_ids; /* their ids [max_rows] (h_ pinned) */
+    cu_task *tasks;         /* [max_rows] */
+    weft_pool *pool;
+    weft_sampler **samplers, **free_s; /* [n_samplers] each */
+    int n_samplers, n_free;
+    pthread_mutex_t smu;
+    bool smu_ok;
     /* CUDA graph of the last forward's kernels, replayed while (rows, drawn rows, spans) repeat */
     bool graphs;
     cudaGraphExec_t exec;

@@ -5,8 +5,10 @@
  * silu(xb·Wgᵀ) ⊙ xb·Wuᵀ; x += g·Wdᵀ;   logits = RMSNorm(x[drawn rows])·W_headᵀ
  *
  * Every kernel is row-invariant (cuda_kernels.h), so a row's logits do not depend on the other rows of the
- * round. The drawn rows' logits come back to pinned host memory and are sampled with weft_sample, the CPU
- * backend's sampler (SPEC §5): first step of the issue's "sampling on the device", exact by construction. */
+ * round. Greedy draws without bias, penalties or logprobs are made on the device (weft_cu_argmax) and only
+ * their ids come back; every other drawn row's logits come back to pinned host memory and are sampled with
+ * weft_sample, the CPU backend's sampler (SPEC §5: exact by construction), rows in parallel on a thread pool
+ * (each task takes a free sampler; a draw depends only on its row, so the schedule never changes a draw). */
 #include "cuda_model.h"
 
 #include <math.h>
@@ -138,12 +140,71 @@ static weft_status launch_all(cu_backend *b, int n, int n_out, weft_err *err) {
     return WEFT_OK;
 }
 
+/* A drawn row whose draw is the plain argmax (temperature 0, no bias, no penalties, no logprobs) is drawn on
+ * the device (weft_cu_argmax: exactly weft_sample's greedy step) and only its id comes back. */
+static bool device_greedy(const weft_sampling *p, const weft_logprobs *lp, int64_t pos, int64_t n_prompt) {
+    return p && !lp && p->temperature == 0.0 && p->n_logit_bias == 0 && p->frequency_penalty == 0.0 &&
+           p->presence_penalty == 0.0 && p->repetition_penalty == 1.0 && n_prompt >= 0 && n_prompt <= pos;
+}
+
+/* The samplers not in use, a stack under smu (one per pool thread, so a task always finds one). */
+static weft_sampler *sampler_take(cu_backend *b) {
+    pthread_mutex_lock(&b->smu);
+    weft_sampler *s = b->n_free > 0 ? b->free_s[--b->n_free] : NULL;
+    pthread_mutex_unlock(&b->smu);
+    return s;
+}
+
+static void sampler_put(cu_backend *b, weft_sampler *s) {
+    pthread_mutex_lock(&b->smu);
+    b->free_s[b->n_free++] = s;
+    pthread_mutex_unlock(&b->smu);
+}
+
+/* One host draw (a pool task): the row's logits are in h_logits at its drawn-row index. */
+static void sample_task(void *ctx, int64_t i, float *scratch) {
+    (void)scratch;
+    cu_backend *b = ctx;
+    cu_task *k = &b->tasks[i];
+    const weft_segment *g = k->seg;
+    weft_sampler *s = sampler_take(b);
+    if (!s) { /* cannot happen: the pool never runs more tasks at once than there are samplers */
+        k->draw = -1;
+        weft_err_set(&k->err, WEFT_EINTERNAL, "cuda: no free sampler");
+        return;
+    }
+    const int r = g->n_rows - g->n_draw + k->j;
+    const int64_t pos = (int64_t)g->start + r + 1; /* position of the token being drawn (SPEC §5.2) */
+    weft_logprobs *lp = g->logprobs ? &g->logprobs[k->j] : NULL;
+    k->draw = weft_sample(s, b->h_logits + (size_t)k->o * (size_t)b->V, g->sampling, g->seq, pos, g->n_prompt,
+                          lp);
+    if (k->draw < 0) {
+        const weft_err *se = weft_sampler_error(s);
+        k->err = *se;
+        if (!k->err.code) k->err.code = WEFT_EINVAL;
+    }
+    sampler_put(b, s);
+}
+
 weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err) {
     cu_backend *b = self;
     int n = 0, n_out = 0;
     b->n_last = 0;
     weft_status st = gather_rows(b, segs, n_segs, &n, &n_out, err);
     if (st || n == 0) return st;
+    /* Which drawn rows are greedy on the device, which are sampled on the host. */
+    int n_dev = 0, n_host = 0;
+    for (int s = 0, o = 0; s < n_segs; s++) {
+        weft_segment *g = &segs[s];
+        for (int j = 0; j < g->n_draw; j++, o++) {
+            const int64_t pos = (int64_t)g->start + g->n_rows - g->n_draw + j + 1;
+            if (device_greedy(g->sampling, g->logprobs ? &g->logprobs[j] : NULL, pos, g->n_prompt)) {
+                b->h_gsel[n_dev++] = o;
+            } else {
+                b->tasks[n_host++] = (cu_task){g, j, o, 0, {0}};
+            }
+        }
+    }
     CU_TRY(cudaSetDevice(b->dev), "selecting the device");
     CU_TRY(cudaMemcpyAsync(b->d_rows, b->h_rows, (size_t)n * sizeof *b->h_rows, cudaMemcpyHostToDevice,
                            b->stream),
@@ -153,27 +214,41 @@ weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err
                                cudaMemcpyHostToDevice, b->stream),
                "copying the drawn rows");
     if ((st = launch_all(b, n, n_out, err))) return st;
-    if (n_out > 0) {
-        CU_TRY(cudaMemcpyAsync(b->h_logits, b->logits, (size_t)n_out * (size_t)b->V * sizeof(float),
+    if (n_dev > 0) {
+        CU_TRY(cudaMemcpyAsync(b->d_gsel, b->h_gsel, (size_t)n_dev * sizeof(int), cudaMemcpyHostToDevice,
+                               b->stream),
+               "copying the greedy rows");
+        LAUNCH(weft_cu_argmax(b->logits, b->V, b->d_gsel, n_dev, b->d_ids, b->stream), "greedy draw");
+        CU_TRY(cudaMemcpyAsync(b->h_ids, b->d_ids, (size_t)n_dev * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                               b->stream),
+               "copying greedy ids back");
+    }
+    /* Logits of host-sampled rows only, in runs of consecutive drawn rows. */
+    for (int i = 0; i < n_host;) {
+        int e = i + 1;
+        while (e < n_host && b->tasks[e].o == b->tasks[e - 1].o + 1) e++;
+        const size_t row = (size_t)b->V * sizeof(float);
+        CU_TRY(cudaMemcpyAsync(b->h_logits + (size_t)b->tasks[i].o * (size_t)b->V,
+                               b->logits + (size_t)b->tasks[i].o * (size_t)b->V, (size_t)(e - i) * row,
                                cudaMemcpyDeviceToHost, b->stream),
                "copying logits back");
+        i = e;
     }
     CU_TRY(cudaStreamSynchronize(b->stream), "running the forward");
     b->n_last = n_out;
-    int o = 0;
-    for (int s = 0; s < n_segs; s++) {
+    for (int s = 0, o = 0, d = 0; s < n_segs; s++) {
         weft_segment *g = &segs[s];
-        for (int j = 0; j < g->n_draw; j++, o++) {
-            int r = g->n_rows - g->n_draw + j;
-            int64_t pos = (int64_t)g->start + r + 1; /* position of the token being drawn (SPEC §5.2) */
-            const float *z = b->h_logits + (size_t)o * (size_t)b->V;
-            weft_logprobs *lp = g->logprobs ? &g->logprobs[j] : NULL;
-            g->draws[j] = weft_sample(b->sampler, z, g->sampling, g->seq, pos, g->n_prompt, lp);
-            if (g->draws[j] < 0) {
-                const weft_err *se = weft_sampler_error(b->sampler);
-                return weft_err_set(err, se->code ? se->code : WEFT_EINVAL, "segment %d: %s", s, se->msg);
-            }
+        for (int j = 0; j < g->n_draw; j++, o++)
+            if (d < n_dev && b->h_gsel[d] == o) g->draws[j] = b->h_ids[d++];
+    }
+    weft_pool_run(b->pool, n_host, sample_task, b);
+    for (int i = 0; i < n_host; i++) {
+        const cu_task *k = &b->tasks[i];
+        if (k->draw < 0) {
+            int s = (int)(k->seg - segs);
+            return weft_err_set(err, k->err.code, "segment %d: %s", s, k->err.msg);
         }
+        k->seg->draws[k->j] = k->draw;
     }
     return WEFT_OK;
 }

@@ -4,7 +4,13 @@
 #include "cuda_kernels.h"
 #include "cuda_decode.cuh"
 
+#include <type_traits>
+
 namespace {
+
+// Decoders with kMma (DecQ4F) belong to the tensor-core kernel (mma_q4.cu); only their unit() is used here.
+template <class D, class = void> struct IsMma : std::false_type {};
+template <class D> struct IsMma<D, std::void_t<decltype(D::kMma)>> : std::true_type {};
 
 constexpr int kWarps = 4; // warps per block; each warp owns D::OR consecutive output rows
 
@@ -107,6 +113,14 @@ cudaError_t launch_mm(const WDev &w, int64_t N, const float *X, int64_t ldx, int
 template <class D> struct Launch {
     static cudaError_t mm(const WDev &w, int64_t N, const float *X, int64_t ldx, int M, float *Y, int64_t ldy,
                           const float *bias, int accumulate, cudaStream_t st) {
+        if constexpr (IsMma<D>::value) {
+            return cudaErrorNotSupported; // weft_cu_matmul sends these to weft_cu_matmul_q4f
+        } else {
+            return mm_fp32(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
+        }
+    }
+    static cudaError_t mm_fp32(const WDev &w, int64_t N, const float *X, int64_t ldx, int M, float *Y,
+                               int64_t ldy, const float *bias, int accumulate, cudaStream_t st) {
         // The tile only sets how many rows share one pass over the weights; every sum is the same (see
         // header).
         if (M <= 2) return launch_mm<D, 1>(w, N, X, ldx, M, Y, ldy, bias, accumulate, st);
@@ -143,6 +157,15 @@ template <template <class> class F, class Fn> cudaError_t dispatch(const weft_cu
             if (w->sdt == WEFT_CU_S_BF16) return fn(F<DecQ4<WEFT_CU_AFFINE, WEFT_CU_S_BF16>>());
         }
         break;
+    case WEFT_CU_Q4F:
+        if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
+            return fn(F<DecQ4F<WEFT_CU_OFF8, WEFT_CU_S_F16>>());
+        if (w->mode == WEFT_CU_AFFINE) {
+            if (w->sdt == WEFT_CU_S_F32) return fn(F<DecQ4F<WEFT_CU_AFFINE, WEFT_CU_S_F32>>());
+            if (w->sdt == WEFT_CU_S_F16) return fn(F<DecQ4F<WEFT_CU_AFFINE, WEFT_CU_S_F16>>());
+            if (w->sdt == WEFT_CU_S_BF16) return fn(F<DecQ4F<WEFT_CU_AFFINE, WEFT_CU_S_BF16>>());
+        }
+        break;
     case WEFT_CU_Q8:
         if (w->mode == WEFT_CU_SYM && w->sdt == WEFT_CU_S_F16)
             return fn(F<DecQ8<WEFT_CU_SYM, WEFT_CU_S_F16>>());
@@ -162,6 +185,7 @@ extern "C" cudaError_t weft_cu_matmul(const weft_cu_weight *w, const float *X, i
                                       int64_t ldy, const float *bias, int accumulate, cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
     if (w->cols % 32 || ldx % 4) return cudaErrorInvalidValue;
+    if (w->kind == WEFT_CU_Q4F) return weft_cu_matmul_q4f(w, X, ldx, M, Y, ldy, bias, accumulate, stream);
     const WDev d = wdev(w);
     return dispatch<Launch>(
         w, [&](auto l) { return decltype(l)::mm(d, w->rows, X, ldx, M, Y, ldy, bias, accumulate, stream); });
@@ -185,8 +209,9 @@ extern "C" size_t weft_cu_weight_bytes(weft_cu_kind kind, weft_cu_qmode mode, we
     case WEFT_CU_BF16:
         return n * 2;
     case WEFT_CU_Q4:
+    case WEFT_CU_Q4F:
     case WEFT_CU_Q8: {
-        const size_t q = kind == WEFT_CU_Q4 ? n / 2 : n;
+        const size_t q = kind != WEFT_CU_Q8 ? n / 2 : n;
         const size_t ss = sdt == WEFT_CU_S_F32 ? 4 : 2, ng = group > 0 ? n / (size_t)group : 0;
         return q + ng * ss * (mode == WEFT_CU_AFFINE ? 2 : 1);
     }

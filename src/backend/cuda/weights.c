@@ -114,6 +114,8 @@ weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, wef
                             "yet (F32, F16, BF16, Q4_0, Q8_0, MLX affine 4/8-bit)",
                             t->name, weft_dtype_get(t->dtype)->name);
     }
+    /* 4-bit weights whose shape the tensor-core kernel takes go to its fragment order (WEFT_CU_Q4F). */
+    if (w->kind == WEFT_CU_Q4 && weft_cu_q4f_ok(rows, cols, w->group)) w->kind = WEFT_CU_Q4F;
     w->bytes = weft_cu_weight_bytes(w->kind, w->mode, w->sdt, w->group, rows, cols);
     return WEFT_OK;
 }
@@ -162,12 +164,23 @@ weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs 
         return copy_up(w->q, t->data, w->bytes, err);
     }
     const size_t ng = n / (size_t)w->group, ssz = w->sdt == WEFT_CU_S_F32 ? 4 : 2;
-    const size_t qbytes = w->kind == WEFT_CU_Q4 ? n / 2 : n, sbytes = ng * ssz;
+    const size_t qbytes = w->kind == WEFT_CU_Q8 ? n : n / 2, sbytes = ng * ssz;
     if ((st = cu_alloc(a, &w->q, qbytes, t->name, err))) return st;
     if ((st = cu_alloc(a, &w->s, sbytes, t->name, err))) return st;
     if (t->dtype == WEFT_DT_MLX_AFFINE) {
         if ((st = cu_alloc(a, &w->b, sbytes, t->name, err))) return st;
-        if ((st = copy_up(w->q, t->data, qbytes, err))) return st;
+        if (w->kind == WEFT_CU_Q4F) {
+            uint32_t *perm = malloc(qbytes);
+            if (!perm)
+                return weft_err_set(err, WEFT_ENOMEM, "out of host memory repacking %s (%zu bytes)", t->name,
+                                    qbytes);
+            weft_cu_q4f_pack(t->data, w->rows, w->cols, perm);
+            st = copy_up(w->q, perm, qbytes, err);
+            free(perm);
+        } else {
+            st = copy_up(w->q, t->data, qbytes, err);
+        }
+        if (st) return st;
         if ((st = copy_up(w->s, t->scales, sbytes, err))) return st;
         return copy_up(w->b, t->biases, sbytes, err);
     }
@@ -175,14 +188,21 @@ weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs 
     if (t->nbytes < ng * block_bytes)
         return weft_err_set(err, WEFT_EFORMAT, "tensor %s: %zu bytes stored, %zu expected", t->name,
                             t->nbytes, ng * block_bytes);
-    uint8_t *tmp = malloc(qbytes + sbytes);
+    const bool q4f = w->kind == WEFT_CU_Q4F;
+    uint8_t *tmp = malloc(qbytes + sbytes + (q4f ? qbytes : 0));
     if (!tmp)
         return weft_err_set(err, WEFT_ENOMEM, "out of host memory repacking %s (%zu bytes)", t->name, qbytes);
     if (t->dtype == WEFT_DT_Q4_0)
         repack_q4_0(t->data, (int64_t)ng, (uint32_t *)(void *)tmp, (uint16_t *)(void *)(tmp + qbytes));
     else
         repack_q8_0(t->data, (int64_t)ng, (int8_t *)tmp, (uint16_t *)(void *)(tmp + qbytes));
-    st = copy_up(w->q, tmp, qbytes, err);
+    const uint8_t *q = tmp;
+    if (q4f) {
+        uint32_t *perm = (uint32_t *)(void *)(tmp + qbytes + sbytes);
+        weft_cu_q4f_pack(tmp, w->rows, w->cols, perm);
+        q = (const uint8_t *)perm;
+    }
+    st = copy_up(w->q, q, qbytes, err);
     if (!st) st = copy_up(w->s, tmp + qbytes, sbytes, err);
     free(tmp);
     return st;

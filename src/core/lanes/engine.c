@@ -65,6 +65,9 @@ weft_status weft_engine_new(const weft_engine_config *cfg, weft_backend *backend
     if (cfg->prompt_cache_grid < 0)
         return weft_err_set(err, WEFT_EINVAL, "engine: prompt_cache_grid %d must be >= 1 (0 = 512)",
                             cfg->prompt_cache_grid);
+    if (cfg->max_model_draft < -1)
+        return weft_err_set(err, WEFT_EINVAL, "engine: max_model_draft %d must be >= -1 (-1 = never)",
+                            cfg->max_model_draft);
     if (!(cfg->draft_row_cost >= 0) || cfg->draft_row_cost > 1e6)
         return weft_err_set(err, WEFT_EINVAL, "engine: draft_row_cost %g must be in 0..1e6 (0 = 0.1)",
                             cfg->draft_row_cost);
@@ -84,6 +87,10 @@ weft_status weft_engine_new(const weft_engine_config *cfg, weft_backend *backend
         e->drafter = *cfg->drafter;
         e->has_drafter = true;
     }
+    if (ops->draft && cfg->max_model_draft >= 0) /* the model's own draft head (MTP) */
+        e->max_model_draft = cfg->max_model_draft > 0 && cfg->max_model_draft < cfg->max_draft
+                                 ? cfg->max_model_draft
+                                 : cfg->max_draft;
     e->eos = malloc((size_t)(cfg->n_eos > 0 ? cfg->n_eos : 1) * sizeof *e->eos);
     e->lanes = calloc((size_t)e->parallel, sizeof *e->lanes);
     e->order = calloc((size_t)e->parallel, sizeof *e->order);

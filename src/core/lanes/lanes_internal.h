@@ -107,6 +107,7 @@ typedef struct lane {
     int cached;    /* prompt tokens resumed from the cache */
     pc_entry *pin; /* the entry it resumed from, pinned until its prompt is in */
     lane_depth depth;
+    bool head_failed; /* the backend's draft head failed for this stream: drafter only from then on */
 } lane;
 
 struct weft_engine {
@@ -117,8 +118,9 @@ struct weft_engine {
     int n_eos;
     weft_drafter drafter;
     bool has_drafter;
-    double row_cost;  /* depth rule's relative cost of a draft row */
-    lanes_pcache *pc; /* NULL = prompt cache off */
+    int max_model_draft; /* > 0: the backend's draft head proposes up to this many per window; 0 = unused */
+    double row_cost;     /* depth rule's relative cost of a draft row */
+    lanes_pcache *pc;    /* NULL = prompt cache off */
 
     /* engine thread only */
     lane *lanes;        /* [parallel] */

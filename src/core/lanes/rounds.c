@@ -139,6 +139,30 @@ static int propose_drafts(weft_engine *e, int slot, lane *l, int max_n) {
     return n;
 }
 
+/* A window's drafts, written right after the pending token: the backend's draft head when it has one
+ * (model drafts, SPEC §4.5 (b)), else — or when the head has nothing this round — the drafter's. Returns how
+ * many are usable. A failing head is logged and not asked again for this stream; drafts are proposals, so
+ * the reply is the same either way. */
+static int draft_window(weft_engine *e, int slot, lane *l, int depth) {
+    if (e->max_model_draft > 0 && !l->head_failed) {
+        weft_request_handle *r = l->req;
+        int32_t *out = r->seq + l->cache_len + 1;
+        int max_n = depth < e->max_model_draft ? depth : e->max_model_draft, n = 0;
+        weft_err err = {0};
+        weft_status st = e->be->ops->draft(e->be->self, slot, r->seq, l->cache_len + 1, max_n, out, &n, &err);
+        if (st == WEFT_OK) {
+            if (n > max_n) n = max_n;
+            for (int i = 0; i < n; i++)
+                if (out[i] < 0 || out[i] >= e->be->vocab_size) n = i;
+            if (n > 0) return n;
+        } else {
+            l->head_failed = true;
+            fprintf(stderr, "weft: draft head failed for a stream (%s); it drafts without it\n", err.msg);
+        }
+    }
+    return e->has_drafter ? propose_drafts(e, slot, l, depth) : 0;
+}
+
 /* Plans this round's segments. Returns how many. */
 static int plan_round(weft_engine *e) {
     int n = order_lanes(e), n_segs = 0, budget = e->max_rows;
@@ -168,9 +192,9 @@ static int plan_round(weft_engine *e) {
             int max_n = e->max_draft;
             if (max_n > r->max_tokens - l->n_gen - 1) max_n = r->max_tokens - l->n_gen - 1;
             if (max_n > budget - 1) max_n = budget - 1;
-            if (e->has_drafter && r->draft && max_n > 0) {
+            if ((e->has_drafter || e->max_model_draft > 0) && r->draft && max_n > 0) {
                 int depth = lanes_depth_choose(&l->depth, max_n, e->row_cost);
-                if (depth > 0) l->n_draft = propose_drafts(e, slot, l, depth);
+                if (depth > 0) l->n_draft = draft_window(e, slot, l, depth);
             }
             s->n_rows = 1 + l->n_draft;
             s->n_draw = s->n_rows;

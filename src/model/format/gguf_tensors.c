@@ -1,6 +1,8 @@
 /* GGUF tensor names → canonical HF names (docs families-and-formats §6.5; llama.cpp's tensor naming in
  * gguf-py constants.py / tensor_mapping.py), and the tensor set built from a GGUF file. A tensor this table
- * does not know is an error: a silently skipped weight would run a different model. */
+ * does not know is an error: a silently skipped weight would run a different model. The hybrid architectures
+ * (qwen35, qwen35moe, nemotron_h, nemotron_h_moe) are mapped by gguf_hybrid.c. */
+#include "gguf_hybrid.h"
 #include "gguf_impl.h"
 
 #include <stdio.h>
@@ -88,15 +90,24 @@ static bool map_name(unsigned arch, const char *name, char *out, size_t cap, lon
     return true;
 }
 
+/* Either naming scheme: llama/qwen3 (bit a) or a hybrid one (h), blocks >= mtp_from being MTP. */
+static bool map_any(unsigned a, weft_gguf_hybrid h, const char *name, long mtp_from, char *out, size_t cap,
+                    long *layer, bool *too_small) {
+    if (h != WEFT_GGUF_NOT_HYBRID) return weft_gguf_hybrid_map(h, name, mtp_from, out, cap, layer, too_small);
+    return map_name(a, name, out, cap, layer, too_small);
+}
+
 weft_status weft_gguf_canonical_name(const char *arch, const char *gguf_name, char *out, size_t cap,
                                      weft_err *err) {
     unsigned a = arch_bit(arch);
-    if (!a)
+    weft_gguf_hybrid h = weft_gguf_hybrid_of(arch);
+    if (!a && h == WEFT_GGUF_NOT_HYBRID)
         return weft_err_set(err, WEFT_ENOTSUP, "GGUF tensor names of architecture '%s' are not supported",
                             arch ? arch : "(none)");
     long layer;
     bool small;
-    if (map_name(a, gguf_name, out, cap, &layer, &small)) return WEFT_OK;
+    /* without the file's nextn_predict_layers every block maps to layers.N */
+    if (map_any(a, h, gguf_name, -1, out, cap, &layer, &small)) return WEFT_OK;
     if (small)
         return weft_err_set(err, WEFT_EINVAL, "tensor '%s': name buffer of %zu bytes too small", gguf_name,
                             cap);
@@ -111,22 +122,33 @@ weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err)
     if (!arch)
         return weft_err_set(err, WEFT_EFORMAT, "%s: missing string key 'general.architecture'", g->source);
     unsigned a = arch_bit(arch);
-    if (!a)
+    weft_gguf_hybrid h = weft_gguf_hybrid_of(arch);
+    if (!a && h == WEFT_GGUF_NOT_HYBRID)
         return weft_err_set(err, WEFT_ENOTSUP, "%s: GGUF tensor names of architecture '%s' are not supported",
                             g->source, arch);
-    int64_t n_layers = -1;
-    char key[96];
+    int64_t n_layers = -1, n_mtp = 0;
+    char key[96], mkey[96];
     snprintf(key, sizeof key, "%s.block_count", arch);
     if (weft_gguf_find(g, key) >= 0) {
         weft_status st = weft_gguf_get_int(g, key, &n_layers, err);
         if (st) return st;
     }
+    /* the trailing nextn_predict_layers blocks are the MTP head (counted in block_count, §6.5) */
+    snprintf(mkey, sizeof mkey, "%s.nextn_predict_layers", arch);
+    if (h != WEFT_GGUF_NOT_HYBRID && weft_gguf_find(g, mkey) >= 0) {
+        weft_status st = weft_gguf_get_int(g, mkey, &n_mtp, err);
+        if (st) return st;
+        if (n_mtp < 0 || n_layers < 0 || n_mtp >= n_layers)
+            return weft_err_set(err, WEFT_EFORMAT, "%s: %s = %lld does not fit %s", g->source, mkey,
+                                (long long)n_mtp, key);
+    }
+    long mtp_from = n_mtp > 0 ? (long)(n_layers - n_mtp) : -1;
     for (size_t k = 0; k < g->n_tensors; k++) {
         const weft_gguf_tensor_info *ti = &g->tensors[k];
         char name[256];
         long layer;
         bool small;
-        if (!map_name(a, ti->name, name, sizeof name, &layer, &small))
+        if (!map_any(a, h, ti->name, mtp_from, name, sizeof name, &layer, &small))
             return weft_err_set(err, WEFT_EFORMAT, "%s: unknown tensor '%s' for architecture %s", g->source,
                                 ti->name, arch);
         if (layer >= 0 && n_layers >= 0 && layer >= n_layers)
@@ -137,6 +159,11 @@ weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err)
         t.dtype = ti->dtype;
         t.ndim = ti->n_dims;
         for (int d = 0; d < ti->n_dims; d++) t.shape[d] = ti->ne[ti->n_dims - 1 - d];
+        if (h == WEFT_GGUF_QWEN35 && t.ndim == 1 && strstr(name, "shared_expert_gate.weight")) {
+            t.ndim = 2; /* a converter that squeezed the [1, H] shared-expert gate: the hub shape */
+            t.shape[1] = t.shape[0];
+            t.shape[0] = 1;
+        }
         t.data = ti->data;
         t.nbytes = ti->nbytes;
         weft_status st = weft_tensor_set_add(set, &t, err);

