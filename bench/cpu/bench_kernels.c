@@ -209,7 +209,7 @@ static void bench_attention(const opts *o, weft_pool *p, int n_rows, int ctx) {
     int *pos = malloc((size_t)n_rows * sizeof(int));
     for (int r = 0; r < n_rows; r++) kr[r] = K, vr[r] = V, pos[r] = ctx - n_rows + r;
     weft_attn_args a = {n_rows, Hq, Hkv, d, 0.125f, q, qd, out, qd, kr, vr, kvd, pos};
-    weft_attention(p, &a);
+    weft_attention_isa(p, &a, o->isa);
     /* the last row alone must give the same bits as inside the call */
     float *solo = malloc((size_t)qd * sizeof(float));
     weft_attn_args a1 = a;
@@ -217,7 +217,7 @@ static void bench_attention(const opts *o, weft_pool *p, int n_rows, int ctx) {
     a1.q = q + (int64_t)(n_rows - 1) * qd;
     a1.out = solo;
     a1.pos = pos + n_rows - 1;
-    weft_attention(p, &a1);
+    weft_attention_isa(p, &a1, o->isa);
     int bad = memcmp(solo, out + (int64_t)(n_rows - 1) * qd, (size_t)qd * 4) != 0;
     /* plain softmax attention for the last row: agreement to rounding (the kernel's order is blocked) */
     double worst = 0;
@@ -242,7 +242,7 @@ static void bench_attention(const opts *o, weft_pool *p, int n_rows, int ctx) {
     double *ts = malloc((size_t)o->reps * sizeof(double));
     for (int rep = 0; rep < o->reps; rep++) {
         double t0 = weft_now();
-        weft_attention(p, &a);
+        weft_attention_isa(p, &a, o->isa);
         ts[rep] = weft_now() - t0;
     }
     qsort(ts, (size_t)o->reps, sizeof *ts, cmp_d);

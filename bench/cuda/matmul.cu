@@ -192,7 +192,8 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
            inv_bad ? "FAIL" : "ok", emb_ok ? "ok" : "FAIL");
     if (timing) {
         // Each timed run starts with the weights out of L2 (a 256 MB write in between), as in a model where
-        // every matrix is read once per token; "hot" repeats without the flush (weights L2-resident if they fit).
+        // every matrix is read once per token; "hot" repeats without the flush (weights L2-resident if they
+        // fit).
         auto flush = [&] { CK(cudaMemsetAsync(g_flush, (int)(g_flush_n++ & 0x7f), kFlushBytes, 0)); };
         double t1 = time_ms([&] { weft_cu_matmul(&W.w, dx, K, 1, dy, N, nullptr, 0, 0); }, 3, 20, flush);
         double t1h = time_ms([&] { weft_cu_matmul(&W.w, dx, K, 1, dy, N, nullptr, 0, 0); });
@@ -226,9 +227,9 @@ int main(int argc, char **argv) {
             check_layout(L, 1001, 512, false); // odd N: tails of the output tiles
             continue;
         }
-        check_layout(L, 1008, 512, false); // 63 tiles, K blocks of 4 sub-blocks
-        check_layout(L, 64, 192, false);   // K blocks of 2 sub-blocks (the fixtures' shapes)
-        if (L.group == 32) check_layout(L, 48, 96, false); // 1 sub-block per K block
+        check_layout(L, 1008, 512, false);                       // 63 tiles, K blocks of 4 sub-blocks
+        if (192 % L.group == 0) check_layout(L, 64, 192, false); // K blocks of 2 sub-blocks (fixture shapes)
+        if (L.group == 32) check_layout(L, 48, 96, false);       // 1 sub-block per K block
     }
     for (const Layout &L : kLayouts) check_layout(L, N, K, true);
     if (argc == 3) return report("bench_cuda_matmul");

@@ -248,7 +248,8 @@ int main(int argc, char **argv) {
         double tps = G / t_dec;
         printf("%s: prefill %d tokens: %.0f tok/s | batch-1 decode %d tokens: %.1f tok/s, %.2f ms/token, "
                "weights %.0f GB/s (%.0f%% of 4.6 TB/s)\n",
-               mname, P, P / t_pre, G, tps, 1e3 * t_dec / G, wbytes * tps / 1e9, 100.0 * wbytes * tps / 4.6e12);
+               mname, P, P / t_pre, G, tps, 1e3 * t_dec / G, wbytes * tps / 1e9,
+               100.0 * wbytes * tps / 4.6e12);
 
         /* aggregate decode at S streams: 64-token prompts (untimed), then 32 rounds of S rows */
         static int32_t sseq[64][256];
@@ -269,7 +270,8 @@ int main(int argc, char **argv) {
                 t += forward_timed(&be, segs, S);
                 for (int i = 0; i < S; i++) sseq[i][65 + r] = sdraw[i][0];
             }
-            printf("  %2d streams: %.0f tok/s aggregate (%.2f ms per round)\n", S, 32.0 * S / t, 1e3 * t / 32);
+            printf("  %2d streams: %.0f tok/s aggregate (%.2f ms per round)\n", S, 32.0 * S / t,
+                   1e3 * t / 32);
             for (int i = 0; i < S; i++) be.ops->release(be.self, i);
         }
     }

@@ -29,6 +29,13 @@ weft_pool *weft_pool_new(int n_threads, size_t scratch_floats);
 void weft_pool_free(weft_pool *p);
 int weft_pool_threads(const weft_pool *p);
 
+/* A workspace of WEFT_POOL_SHARED_FLOATS fp32 elements (64-byte aligned) that the tasks of one job share, for
+ * kernels that split one output's work into parts merged afterwards (attention over a long context). It
+ * belongs to the thread that calls weft_pool_run: a kernel uses it across the jobs it runs, and must not call
+ * another kernel that uses it in between. */
+#define WEFT_POOL_SHARED_FLOATS ((size_t)256 * 1024)
+float *weft_pool_shared(weft_pool *p);
+
 /* Runs fn(ctx, task, scratch) for task in [0, n_tasks) across the pool; returns when all are done.
  * scratch is the calling thread's scratch buffer (scratch_floats floats). Tasks must be independent. */
 typedef void (*weft_task_fn)(void *ctx, int64_t task, float *scratch);
@@ -77,12 +84,15 @@ static inline float weft_silu(float x) {
     return x / (1.0f + expf(-x));
 }
 
-/* ---- causal attention over a KV cache (src/backend/cpu/attention.c) ----
+/* ---- causal attention over a KV cache (src/backend/cpu/attention*.c; the order is specified in att.h) ----
  * For each row r and query head h (kv head j = h / (n_heads / n_kv_heads), GQA):
  *   s_τ = (q[r,h] · K_r[τ, j]) · scale for τ = 0..pos[r];  α = softmax(s);  out[r,h] = Σ_τ α_τ V_r[τ, j]
- * Keys are reduced in position order 0..pos, one (row, head) per task: a row's output depends only on its own
- * query and its stream's cache, never on the other rows (SPEC §4.3.1). Per-thread scratch must hold pos+1
- * floats. */
+ * computed flash-style over key blocks of 64 aligned to absolute positions, merged in position order (in
+ * super-blocks of 1024, also aligned), with a fixed polynomial exp: a row's output depends only on its own
+ * query, position and stream's cache — never on the other rows, the chunking of a prompt, the thread count or
+ * the ISA (SPEC §4.3.1). Long contexts with few rows split into super-blocks across threads (partials in the
+ * pool's shared workspace, merged in order). Uses per-thread pool scratch of 4·(2·head_dim + 64) floats
+ * (within the pool's minimum for head_dim <= 8000); allocates nothing. */
 typedef struct weft_attn_args {
     int n_rows;
     int n_heads, n_kv_heads, head_dim;
@@ -98,6 +108,8 @@ typedef struct weft_attn_args {
 } weft_attn_args;
 
 void weft_attention(weft_pool *p, const weft_attn_args *a);
+/* Same with an explicit ISA (tests and benchmarks): identical results. */
+void weft_attention_isa(weft_pool *p, const weft_attn_args *a, weft_cpu_isa isa);
 
 /* ---- RoPE (src/backend/cpu/rope.c; families-and-formats §1.4, HF modeling_rope_utils.py) ---- */
 typedef struct weft_rope_table {

@@ -46,8 +46,9 @@ typedef struct weft_family_ops {
      * last one its pending token (committed, not yet fed: the state holds n_tokens - 1 positions). Writes up
      * to max_n proposed tokens (ids in [0, vocab)) to follow it into out and their count to *n_out (0 when
      * the head has nothing to go on, e.g. right after a restore without head state). The head's own caches
-     * are advanced to the committed tokens; the proposals are not committed anywhere. Errors: WEFT_EINVAL
-     * (n_tokens - 1 is not the stream's length), WEFT_ERANGE (past capacity). */
+     * are advanced to the committed tokens; the proposals are not committed anywhere; fewer than max_n when
+     * the chain would pass the stream's capacity. Errors: WEFT_EINVAL (n_tokens - 1 is not the stream's
+     * length), WEFT_ERANGE (the pending token is outside the vocabulary). */
     weft_status (*draft)(void *fam, weft_pool *pool, void *state, const int32_t *seq, int n_tokens, int max_n,
                          int32_t *out, int *n_out, weft_err *err);
 } weft_family_ops;

@@ -147,7 +147,8 @@ static weft_status mtp_draft(void *fam, weft_pool *pool, void *state, const int3
                             (long long)mm->V);
     mtp_hdr *hs = head_of(mm, state);
     /* chain rows sit at positions c - 1 .. c + max_n - 2 */
-    if (max_n > hs->capacity - c + 1) max_n = hs->capacity - c + 1;
+    int room = hs->capacity < mm->max_context ? hs->capacity : mm->max_context;
+    if (max_n > room - c + 1) max_n = room - c + 1;
     const float *h = ring_get(mm, hs, c - 1);
     if (max_n < 1 || c < 1 || !h || hs->head_len < c - 1 || hs->head_start > c - 1) return WEFT_OK;
     const size_t H = (size_t)mm->H;
@@ -253,7 +254,7 @@ static void mtp_destroy(void *fam) {
 }
 
 weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *head, int64_t H, int64_t kvd,
-                          size_t min_scratch, size_t head_bytes_decoded, weft_err *err) {
+                          int max_context, size_t min_scratch, size_t head_bytes_decoded, weft_err *err) {
     mtp_model *mm = calloc(1, sizeof *mm);
     if (mm) {
         mm->trunk_ops = fm->ops;
@@ -264,6 +265,7 @@ weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *he
         mm->V = fm->vocab_size;
         mm->kvd = kvd;
         mm->max_rows = fm->max_rows;
+        mm->max_context = max_context;
         size_t R = (size_t)fm->max_rows;
         mm->hid = malloc(R * (size_t)H * sizeof(float));
         mm->hin = malloc(R * (size_t)H * sizeof(float));

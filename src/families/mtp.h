@@ -78,6 +78,7 @@ struct mtp_model {
     void *head;
     int64_t H, V, kvd; /* hidden size, vocab, head K/V floats per position */
     int max_rows;
+    int max_context; /* positions the trunk serves (its attention scratch); chain rows stay below */
     /* scratch, allocated once */
     float *hid;    /* [max_rows, H] trunk hidden rows of the last forward */
     float *hin;    /* [max_rows, H] head inputs */
@@ -92,10 +93,11 @@ struct mtp_model {
 float *weft_mtp_kv(const mtp_model *mm, mtp_hdr *hs, int which);
 
 /* Wraps fm (the trunk, already created) with a head: fm->ops/self become the wrapper's; scratch_floats is
- * raised to min_scratch when lower. Takes ownership of head (vt->destroy) and, on failure, destroys both
- * the head and the trunk (fm zeroed). kvd: the head's K/V floats per position. Errors: WEFT_ENOMEM. */
+ * raised to min_scratch when lower; max_context: the trunk's (chain rows stay below it). Takes ownership of
+ * head (vt->destroy) and, on failure, destroys both the head and the trunk (fm zeroed). kvd: the head's K/V
+ * floats per position. Errors: WEFT_ENOMEM. */
 weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *head, int64_t H, int64_t kvd,
-                          size_t min_scratch, size_t head_bytes, weft_err *err);
+                          int max_context, size_t min_scratch, size_t head_bytes, weft_err *err);
 
 /* The trunk model behind fm: fm->self, or the wrapped trunk when fm has a head (for internal accessors). */
 void *weft_mtp_trunk(const weft_family_model *fm);
@@ -117,5 +119,8 @@ weft_status weft_qwen3_5_mtp_attach(const weft_config *cfg, const weft_tensor_se
                                     const weft_family_opts *opts, weft_family_model *fm, weft_err *err);
 weft_status weft_nemotron_h_mtp_attach(const weft_config *cfg, const weft_tensor_set *ts,
                                        const weft_family_opts *opts, weft_family_model *fm, weft_err *err);
+
+/* For tests: the qwen3_5 head's final norm weights [H] as used (1+w), or NULL when fm has no head. */
+const float *weft_qwen3_5_mtp_norm(const weft_family_model *fm);
 
 #endif

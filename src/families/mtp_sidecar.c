@@ -95,7 +95,8 @@ static weft_status quant_json(const weft_tensor_set *ts, char **names, size_t n,
 weft_status weft_mtp_sidecar_load(const char *dir, weft_tensor_set *ts, bool *loaded, weft_err *err) {
     char path[1024];
     if (loaded) *loaded = false;
-    if (!find_sidecar(dir, path, sizeof path)) return WEFT_OK;
+    /* none, or the checkpoint kept its head (then the directory's own files already hold it) */
+    if (weft_mtp_present(ts) || !find_sidecar(dir, path, sizeof path)) return WEFT_OK;
     size_t n0 = weft_tensor_set_count(ts);
     weft_status st = weft_safetensors_load_file(path, ts, NULL, err);
     if (st) return st;

@@ -205,5 +205,5 @@ weft_status weft_nemotron_h_mtp_attach(const weft_config *cfg, const weft_tensor
         return st;
     }
     size_t scratch = (size_t)(2 * m->H); /* eh_proj rows are 2H wide */
-    return weft_mtp_wrap(fm, &NH_HEAD, hd, m->H, m->Hkv * m->d, scratch, bytes, err);
+    return weft_mtp_wrap(fm, &NH_HEAD, hd, m->H, m->Hkv * m->d, m->max_context, scratch, bytes, err);
 }

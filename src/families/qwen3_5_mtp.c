@@ -207,5 +207,11 @@ weft_status weft_qwen3_5_mtp_attach(const weft_config *cfg, const weft_tensor_se
         return st;
     }
     size_t scratch = (size_t)(2 * m->H); /* fc rows are 2H wide */
-    return weft_mtp_wrap(fm, &Q35_HEAD, hd, m->H, m->Hkv * m->d, scratch, bytes, err);
+    return weft_mtp_wrap(fm, &Q35_HEAD, hd, m->H, m->Hkv * m->d, m->max_context, scratch, bytes, err);
+}
+
+const float *weft_qwen3_5_mtp_norm(const weft_family_model *fm) {
+    if (!fm->ops || !fm->ops->draft) return NULL;
+    const mtp_model *mm = fm->self;
+    return mm->vt == &Q35_HEAD ? ((const q35_head *)mm->head)->norm : NULL;
 }

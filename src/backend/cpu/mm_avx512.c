@@ -79,7 +79,8 @@ static kind kind_of(const weft_tensor *W) {
     case WEFT_DT_Q6_K:
         return K_Q6_K;
     case WEFT_DT_MLX_AFFINE:
-        if (W->group_size % 32) return K_NONE;
+        if (W->group_size != 32 && W->group_size != 64 && W->group_size != 128 && W->group_size != 256)
+            return K_NONE;
         return W->bits == 4 ? K_MLX4 : W->bits == 8 ? K_MLX8 : K_NONE;
     default:
         return K_NONE;
@@ -150,7 +151,24 @@ static inline size_t col_offset(kind kd, const weft_tensor *W, int64_t k0) {
 /* Per-segment scales: a (and b) per 32 columns (per 16 for Q6_K), as fp32, computed as the reference does. */
 typedef struct prep {
     float a[MM_KC / 16], b[MM_KC / 16];
+    int shift; /* MLX: a and b are per group; chunk c uses group c >> shift */
 } prep;
+
+/* n MLX group scales (F32, F16 or BF16) from p to fp32, 16 at a time */
+static inline void scales_f32(weft_dtype dt, const uint8_t *p, int64_t n, float *out) {
+    if (dt == WEFT_DT_F32) {
+        memcpy(out, p, (size_t)n * 4);
+        return;
+    }
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m256i h = _mm256_maskz_loadu_epi16(m, p + 2 * i);
+        const __m512 f = dt == WEFT_DT_F16
+                             ? _mm512_cvtph_ps(h)
+                             : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        _mm512_mask_storeu_ps(out + i, m, f);
+    }
+}
 
 /* fp16 d (and m right after it) of nb consecutive blocks `stride` bytes apart, 16 blocks per gather (a
  * scalar loop into a buffer and a vector load back costs a store-forwarding stall per 16 blocks instead) */
@@ -220,11 +238,11 @@ static inline void do_prep(kind kd, const weft_tensor *W, const uint8_t *p, int6
     case K_MLX4:
     case K_MLX8: {
         const size_t srow = weft_mlx_scale_row_bytes(W) * (size_t)row;
-        for (int64_t c = 0; c < nc; c++) {
-            const int64_t g = (k0 + 32 * c) / W->group_size;
-            pp->a[c] = mlx_scale(W->scale_dtype, W->scales + srow, g);
-            pp->b[c] = mlx_scale(W->scale_dtype, W->biases + srow, g);
-        }
+        const int64_t gs = W->group_size, g0 = k0 / gs, ng = kc / gs;
+        const size_t es = W->scale_dtype == WEFT_DT_F32 ? 4 : 2;
+        scales_f32(W->scale_dtype, W->scales + srow + (size_t)g0 * es, ng, pp->a);
+        scales_f32(W->scale_dtype, W->biases + srow + (size_t)g0 * es, ng, pp->b);
+        pp->shift = gs == 32 ? 0 : gs == 64 ? 1 : gs == 128 ? 2 : 3;
         break;
     }
     default:
@@ -350,16 +368,20 @@ static inline __attribute__((always_inline)) void chunk(kind kd, const uint8_t *
     }
     case K_MLX4: {
         /* 8 codes per uint32, LSB first: byte i holds columns 2i (low nibble) and 2i+1; value s·q + b */
+        const int64_t g = c >> pp->shift;
         const __m512 T =
-            _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(pp->a[c]), iota), _mm512_set1_ps(pp->b[c]));
-        const __m512i sh = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-        const __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * c));
-        *lo = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpacklo_epi8(x, x)), sh), T);
-        *hi = _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_unpackhi_epi8(x, x)), sh), T);
+            _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(pp->a[g]), iota), _mm512_set1_ps(pp->b[g]));
+        /* even columns from the low nibbles, odd from the high ones, then interleaved */
+        const __m512i v = bytes16(p + 16 * c);
+        const __m512 ev = _mm512_permutexvar_ps(v, T), od = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), T);
+        *lo = _mm512_permutex2var_ps(
+            ev, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), od);
+        *hi = _mm512_permutex2var_ps(
+            ev, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), od);
         break;
     }
     case K_MLX8: {
-        const __m512 sc = _mm512_set1_ps(pp->a[c]), bi = _mm512_set1_ps(pp->b[c]);
+        const __m512 sc = _mm512_set1_ps(pp->a[c >> pp->shift]), bi = _mm512_set1_ps(pp->b[c >> pp->shift]);
         *lo = _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(bytes16(p + 32 * c))), bi);
         *hi = _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(bytes16(p + 32 * c + 16))), bi);
         break;
@@ -487,8 +509,8 @@ static inline __attribute__((always_inline)) void fused_body(kind kd, const weft
             do_prep(kd, W, rp[i], row, k0, kc, &pp[i]);
         }
         const float *xk = x + k0;
-        /* the panel after next (its rows follow these in memory) is fetched while this one computes, spread over
-         * the chunks: decode rows are short streams the hardware prefetcher barely ramps up on */
+        /* the panel after next (its rows follow these in memory) is fetched while this one computes, spread
+         * over the chunks: decode rows are short streams the hardware prefetcher barely ramps up on */
         const uint8_t *next = rp[0] + (size_t)(2 * MM_MR) * rs;
         const size_t per_chunk = ((size_t)MM_MR * rs + (size_t)(kc / 32) - 1) / (size_t)(kc / 32);
         for (int64_t c = 0; c < kc / 32; c++) {

@@ -35,6 +35,7 @@ struct weft_pool {
     int n_threads;
     pthread_t *threads; /* [n_threads - 1] workers */
     float **scratch;    /* [n_threads] each scratch_floats */
+    float *shared;      /* WEFT_POOL_SHARED_FLOATS */
     pthread_mutex_t mu;
     pthread_cond_t start_cv;
     /* the published job; fn/ctx/n_tasks are read only after seeing `generation`, and validated by `claim` */
@@ -119,7 +120,8 @@ weft_pool *weft_pool_new(int n_threads, size_t scratch_floats) {
     p->n_threads = n_threads;
     p->scratch = calloc((size_t)n_threads, sizeof *p->scratch);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->scratch || !p->threads) goto fail;
+    p->shared = aligned_alloc(64, WEFT_POOL_SHARED_FLOATS * sizeof(float));
+    if (!p->scratch || !p->threads || !p->shared) goto fail;
     if (scratch_floats < WEFT_POOL_MIN_SCRATCH_FLOATS) scratch_floats = WEFT_POOL_MIN_SCRATCH_FLOATS;
     scratch_floats = (scratch_floats + 15) / 16 * 16; /* aligned_alloc: a multiple of the alignment */
     for (int i = 0; i < n_threads; i++) {
@@ -148,6 +150,7 @@ fail:
         for (int i = 0; i < n_threads; i++) free(p->scratch[i]);
     free(p->scratch);
     free(p->threads);
+    free(p->shared);
     free(p);
     return NULL;
 }
@@ -164,11 +167,16 @@ void weft_pool_free(weft_pool *p) {
     pthread_cond_destroy(&p->start_cv);
     free(p->scratch);
     free(p->threads);
+    free(p->shared);
     free(p);
 }
 
 int weft_pool_threads(const weft_pool *p) {
     return p->n_threads;
+}
+
+float *weft_pool_shared(weft_pool *p) {
+    return p->shared;
 }
 
 void weft_pool_run(weft_pool *p, int64_t n_tasks, weft_task_fn fn, void *ctx) {

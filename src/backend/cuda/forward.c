@@ -176,8 +176,8 @@ static void sample_task(void *ctx, int64_t i, float *scratch) {
     const int r = g->n_rows - g->n_draw + k->j;
     const int64_t pos = (int64_t)g->start + r + 1; /* position of the token being drawn (SPEC §5.2) */
     weft_logprobs *lp = g->logprobs ? &g->logprobs[k->j] : NULL;
-    k->draw = weft_sample(s, b->h_logits + (size_t)k->o * (size_t)b->V, g->sampling, g->seq, pos, g->n_prompt,
-                          lp);
+    k->draw =
+        weft_sample(s, b->h_logits + (size_t)k->o * (size_t)b->V, g->sampling, g->seq, pos, g->n_prompt, lp);
     if (k->draw < 0) {
         const weft_err *se = weft_sampler_error(s);
         k->err = *se;

@@ -1,13 +1,13 @@
 // The 4-bit matmul on tensor cores (layout WEFT_CU_Q4F, cuda_kernels.h): bf16 mma.sync m16n8k16 with fp32
 // accumulation, one kernel for every number of rows M (decode and prefill), row-invariant by construction.
 //
-// Operands. A (16 output rows x 16 k) = the 4-bit values q' (q − 8 for OFF8, q for AFFINE), decoded to bf16 in
-// registers (exact: small integers). B (16 k x 8 columns) = the activations split in two bf16 parts, column
+// Operands. A (16 output rows x 16 k) = the 4-bit values q' = q − 8, decoded to bf16 in registers (exact:
+// small integers). B (16 k x 8 columns) = the activations split in two bf16 parts, column
 // 2i = hi(x_i) = bf16(x_i), column 2i+1 = lo(x_i) = bf16(x_i − hi(x_i)), so one mma serves 4 activation rows
 // and hi + lo carries 16 of x's 24 significand bits (relative error <= 2^-16 per element). The scale is
 // factored out of each group: per group G and output o, p = C_hi + C_lo (the group's two accumulators, each
 // summed by the tensor core over the group's k in a fixed sequence of mma steps starting from 0), then
-//   OFF8 / SYM: acc = fmaf(s, p, acc)      AFFINE: acc = fmaf(s, p, fmaf(b, Σx_G, acc))
+//   OFF8: acc = fmaf(s, p, acc)      AFFINE: acc = fmaf(s, p, fmaf(fmaf(8, s, b), Σx_G, acc))
 // with groups in ascending order within a warp's blocks, Σx_G summed as the device defines it (each lane's 8
 // elements in order, then (t0 + t1) + (t2 + t3) by xor shuffles, sub-blocks of a group in order).
 //
@@ -47,12 +47,13 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t v, uint32_t c) {
     return r;
 }
 
-// One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q'[n], q'[n + 4]) for n < 4: the magic
-// number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −(128 + off) leaves q − off.
-template <int MODE> __device__ __forceinline__ void dec_word(uint32_t w, uint32_t P[4]) {
-    const uint32_t c = MODE == WEFT_CU_AFFINE ? 0xC300C300u : 0xC308C308u;
+// One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q[n] − 8, q[n + 4] − 8) for n < 4: the
+// magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
+// AFFINE weights are centred too (s·q + b = s·(q − 8) + (b + 8s)): the two terms of a group's contribution
+// then no longer cancel, so the bf16 split of x is not amplified by them.
+__device__ __forceinline__ void dec_word(uint32_t w, uint32_t P[4]) {
 #pragma unroll
-    for (int n = 0; n < 4; n++) P[n] = bf16x2_add(((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u, c);
+    for (int n = 0; n < 4; n++) P[n] = bf16x2_add(((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u, 0xC308C308u);
 }
 
 __device__ __forceinline__ void mma_bf16(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -63,9 +64,7 @@ __device__ __forceinline__ void mma_bf16(float c[4], uint32_t a0, uint32_t a1, u
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <int SB> struct Words {
-    uint32_t v[SB];
-};
+template <int SB> struct Words { uint32_t v[SB]; };
 
 template <int SB> __device__ __forceinline__ Words<SB> ld_words(const uint32_t *p) {
     Words<SB> r;
@@ -88,8 +87,9 @@ template <int SB> __device__ __forceinline__ Words<SB> ld_words(const uint32_t *
 // Grid: (N / 16 tiles, ceil(M / (4·RQ))). Block: KW warps. Lane (g = lane / 4, t = lane % 4) holds the A
 // fragments of tile rows g and g + 8 and, per activation quad, the C fragment of rows g, g + 8 for activation
 // row 4q + t (columns 2t = hi, 2t + 1 = lo); its B column is g (activation row 4q + g/2, part g % 2).
-// Layout of a tile's K block b (32·SB elements, 1024·SB/4 bytes): half h (rows 8h..8h+7), lane 4g + t, word j =
-// sub-block j's elements 8t..8t+7 of row 8h + g: word index ((tile·nblk + b)·2 + h)·32·SB + (4g + t)·SB + j.
+// Layout of a tile's K block b (32·SB elements, 1024·SB/4 bytes): half h (rows 8h..8h+7), lane 4g + t, word j
+// = sub-block j's elements 8t..8t+7 of row 8h + g: word index ((tile·nblk + b)·2 + h)·32·SB + (4g + t)·SB +
+// j.
 template <int MODE, int SDT, int SB, int RQ, int KW>
 __global__ void __launch_bounds__(KW * 32)
     q4f_kernel(WDev w, const float *__restrict__ X, int64_t ldx, int M, float *Y, int64_t ldy,
@@ -141,16 +141,16 @@ __global__ void __launch_bounds__(KW * 32)
             const int e0 = (b * SB + j) * 32;
             const bool first = (e0 & gmask) == 0, last = ((e0 + 32) & gmask) == 0;
             uint32_t Pg[4], Ph[4];
-            dec_word<MODE>(cg.v[j], Pg);
-            dec_word<MODE>(ch.v[j], Ph);
+            dec_word(cg.v[j], Pg);
+            dec_word(ch.v[j], Ph);
             float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
             if (last) {
                 const int64_t G = e0 >> w.gshift;
                 sg = ld_scale<SDT>(w.s, og * ng + G);
                 sh = ld_scale<SDT>(w.s, (og + 8) * ng + G);
-                if (MODE == WEFT_CU_AFFINE) {
-                    bg = ld_scale<SDT>(w.b, og * ng + G);
-                    bh = ld_scale<SDT>(w.b, (og + 8) * ng + G);
+                if (MODE == WEFT_CU_AFFINE) { // b + 8s, one rounding
+                    bg = fmaf(8.0f, sg, ld_scale<SDT>(w.b, og * ng + G));
+                    bh = fmaf(8.0f, sh, ld_scale<SDT>(w.b, (og + 8) * ng + G));
                 }
             }
 #pragma unroll
@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(KW * 32)
                     xb = xp[1];
                 }
                 if (first) C[q][0] = C[q][1] = C[q][2] = C[q][3] = 0.0f;
-                // k (2t, 2t+1) <-> elements (8t + 2s, 8t + 2s + 4); k (2t+8, 2t+9) <-> (8t + 2s + 1, 8t + 2s + 5)
+                // k (2t, 2t+1) <-> elements (8t + 2s, 8t + 2s + 4); k (2t+8, 2t+9) <-> (8t + 2s + 1, 8t + 2s
+                // + 5)
                 mma_bf16(C[q], Pg[0], Ph[0], Pg[1], Ph[1], xfrag(xa.x, xb.x, pm), xfrag(xa.y, xb.y, pm));
                 mma_bf16(C[q], Pg[2], Ph[2], Pg[3], Ph[3], xfrag(xa.z, xb.z, pm), xfrag(xa.w, xb.w, pm));
                 if (MODE == WEFT_CU_AFFINE) {
@@ -222,13 +223,14 @@ cudaError_t launch_rq(const WDev &w, const float *X, int64_t ldx, int M, float *
     const unsigned tiles = (unsigned)(w.rows / 16);
     // RQ only sets how many activation quads share one decode of the weights (see the header comment).
     if (M <= 4) {
-        q4f_kernel<MODE, SDT, SB, 1, KW><<<dim3(tiles, 1), KW * 32, 0, st>>>(w, X, ldx, M, Y, ldy, bias, accumulate);
+        q4f_kernel<MODE, SDT, SB, 1, KW>
+            <<<dim3(tiles, 1), KW * 32, 0, st>>>(w, X, ldx, M, Y, ldy, bias, accumulate);
     } else if (M <= 16) {
-        q4f_kernel<MODE, SDT, SB, 4, KW>
-            <<<dim3(tiles, (unsigned)((M + 15) / 16)), KW * 32, 0, st>>>(w, X, ldx, M, Y, ldy, bias, accumulate);
+        q4f_kernel<MODE, SDT, SB, 4, KW><<<dim3(tiles, (unsigned)((M + 15) / 16)), KW * 32, 0, st>>>(
+            w, X, ldx, M, Y, ldy, bias, accumulate);
     } else {
-        q4f_kernel<MODE, SDT, SB, 8, KW>
-            <<<dim3(tiles, (unsigned)((M + 31) / 32)), KW * 32, 0, st>>>(w, X, ldx, M, Y, ldy, bias, accumulate);
+        q4f_kernel<MODE, SDT, SB, 8, KW><<<dim3(tiles, (unsigned)((M + 31) / 32)), KW * 32, 0, st>>>(
+            w, X, ldx, M, Y, ldy, bias, accumulate);
     }
     return cudaGetLastError();
 }
@@ -239,8 +241,7 @@ cudaError_t launch_sb(const WDev &w, const float *X, int64_t ldx, int M, float *
     // Warps per tile: a function of the weight shape alone (fewer tiles -> more warps share each tile's K).
     switch (w.sb) {
     case 4:
-        if (w.rows / 16 < 528)
-            return launch_rq<MODE, SDT, 4, 8>(w, X, ldx, M, Y, ldy, bias, accumulate, st);
+        if (w.rows / 16 < 528) return launch_rq<MODE, SDT, 4, 8>(w, X, ldx, M, Y, ldy, bias, accumulate, st);
         return launch_rq<MODE, SDT, 4, 4>(w, X, ldx, M, Y, ldy, bias, accumulate, st);
     case 2:
         return launch_rq<MODE, SDT, 2, 4>(w, X, ldx, M, Y, ldy, bias, accumulate, st);
@@ -252,8 +253,9 @@ cudaError_t launch_sb(const WDev &w, const float *X, int64_t ldx, int M, float *
 
 } // namespace
 
-extern "C" cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t ldx, int M, float *Y,
-                                          int64_t ldy, const float *bias, int accumulate, cudaStream_t stream) {
+extern "C" cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t ldx, int M,
+                                          float *Y, int64_t ldy, const float *bias, int accumulate,
+                                          cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
     if (!weft_cu_q4f_ok(w->rows, w->cols, w->group) || ldx % 4) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
@@ -276,8 +278,8 @@ extern "C" int weft_cu_q4f_sb(int64_t cols) {
 }
 
 extern "C" int weft_cu_q4f_ok(int64_t rows, int64_t cols, int group) {
-    return rows > 0 && rows % 16 == 0 && cols > 0 && cols % 32 == 0 && (group == 32 || group == 64 || group == 128) &&
-           cols % group == 0;
+    return rows > 0 && rows % 16 == 0 && cols > 0 && cols % 32 == 0 &&
+           (group == 32 || group == 64 || group == 128) && cols % group == 0;
 }
 
 extern "C" int64_t weft_cu_q4f_word(int64_t rows, int64_t cols, int64_t r, int64_t w8) {
