@@ -169,7 +169,12 @@ int cmd_serve(const cli_options *o) {
                              .eos_ids = m->cfg.eos_token_ids,
                              .n_eos = m->cfg.n_eos,
                              .max_draft = o->no_drafts ? 0 : 8,
-                             .prompt_cache_bytes = cache_bytes};
+                             .prompt_cache_bytes = cache_bytes,
+                             /* --mtp-drafts: auto = the head's own depth, 0 = never use the head, N = cap */
+                             .max_model_draft = o->mtp_drafts < 0    ? 0
+                                                : o->mtp_drafts == 0 ? -1
+                                                                     : o->mtp_drafts};
+    if (ec.max_model_draft > ec.max_draft && !o->no_drafts) ec.max_draft = ec.max_model_draft;
     if (!o->no_drafts) {
         weft_copy_drafter_config dc = {.max_slots = plan.slots, .capacity = plan.context};
         if (weft_copy_drafter_new(&dc, &drafter, &err)) {
