@@ -83,8 +83,8 @@ def compare(name, got, ref, reqs, level):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__[__doc__.index("\n\n"):])
+    head, _, rest = __doc__.partition("\n\n")
+    ap = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base-url", default="http://127.0.0.1:8080", help="server root (default %(default)s)")
     ap.add_argument("--api-key", default=default_key(), help="API key (default: $WEFT_API_KEY or $OPENAI_API_KEY)")
     ap.add_argument("--model", help="model id (default: the first of /v1/models)")
@@ -97,6 +97,7 @@ def main(argv=None):
     ap.add_argument("--vocab", type=int, default=1000, help="id range of --token-prompts (default %(default)s)")
     ap.add_argument("--alone", action="store_true", help="compare each reply with the request served alone")
     ap.add_argument("--serial", action="store_true", help='compare each reply with the request with "draft": false')
+    ap.add_argument("--no-draft", action="store_true", help='send the measured requests with "draft": false')
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per request (default %(default)s)")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
@@ -110,6 +111,8 @@ def main(argv=None):
         try:
             model = args.model or client.get("/v1/models").raise_for_status().json()["data"][0]["id"]
             reqs = make_requests(model, args.requests, lo, hi, args.mix_seed, args.token_prompts, args.vocab)
+            if args.no_draft:
+                reqs = [{**b, "draft": False} for b in reqs]
             alone = [send(client, b) for b in reqs] if args.alone else None
             serial = [send(client, {**b, "draft": False}) for b in reqs] if args.serial else None
             print(f"model {model}, {len(reqs)} requests per level, max_tokens {lo}..{hi}, base {base}")

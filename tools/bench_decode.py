@@ -92,8 +92,8 @@ def fmt(v, spec=".1f"):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__[__doc__.index("\n\n"):])
+    head, _, rest = __doc__.partition("\n\n")
+    ap = argparse.ArgumentParser(description=head, epilog=rest, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base-url", default="http://127.0.0.1:8080", help="server root (default %(default)s)")
     ap.add_argument("--api-key", default=default_key(), help="API key (default: $WEFT_API_KEY or $OPENAI_API_KEY)")
     ap.add_argument("--model", help="model id (default: the first of /v1/models)")

@@ -80,6 +80,12 @@ void weft_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps
 /* Decodes a 1-D tensor (norm weights, biases) to a new fp32 array of n elements (malloc'd, caller frees). */
 float *weft_tensor_to_f32(const weft_tensor *t, int64_t n, weft_err *err);
 
+/* SwiGLU gate over the pool: g[i] = silu(g[i]) · u[i] for i < n, silu(x) = x / (1 + exp_c(−x)) with the fixed
+ * polynomial exp of attention (not libm's expf: identical bits on every ISA). Elementwise, so an element's
+ * bits depend only on g[i] and u[i]. */
+void weft_swiglu(weft_pool *p, float *g, const float *u, int64_t n);
+void weft_swiglu_isa(weft_pool *p, float *g, const float *u, int64_t n, weft_cpu_isa isa);
+
 static inline float weft_silu(float x) {
     return x / (1.0f + expf(-x));
 }

@@ -89,6 +89,8 @@ typedef struct weft_srv_engine_stats {
     int64_t device_memory_bytes;  /* bytes used on the device (or host for CPU) by weights + caches */
     int64_t prefix_cache_queries; /* prompt tokens looked up in the prompt cache, total */
     int64_t prefix_cache_hits;    /* of those, tokens resumed from it, total */
+    int64_t prompt_cache_bytes;   /* bytes the prompt cache holds now (never above its budget) */
+    int64_t prompt_cache_budget;  /* its budget (--prompt-cache-gib); 0 when off */
 } weft_srv_engine_stats;
 
 /* ---- the model service ----------------------------------------------------------------------------- */

@@ -198,7 +198,7 @@ static weft_status llama_forward(void *fam, weft_pool *pool, void *const *states
         for (int r = 0; r < n; r++) weft_rmsnorm(m->xb + r * H, m->x + r * H, ly->ffn_norm, H, m->eps);
         weft_matmul(pool, ly->wg, m->xb, n, m->g, I);
         weft_matmul(pool, ly->wu, m->xb, n, m->u, I);
-        for (int64_t i = 0; i < (int64_t)n * I; i++) m->g[i] = weft_silu(m->g[i]) * m->u[i];
+        weft_swiglu(pool, m->g, m->u, (int64_t)n * I); /* silu(g) · u, vectorized over the pool */
         weft_matmul(pool, ly->wd, m->g, n, m->xo, H);
         for (int64_t i = 0; i < (int64_t)n * H; i++) m->x[i] += m->xo[i];
     }

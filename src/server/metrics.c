@@ -135,7 +135,7 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
     snprintf(o.label, sizeof o.label, "%s", lab.p ? lab.p : "");
     srv_buf_free(&lab);
 
-    weft_srv_engine_stats es = {-1, -1, -1, -1, -1, -1};
+    weft_srv_engine_stats es = {-1, -1, -1, -1, -1, -1, -1, -1};
     if (svc && svc->stats) svc->stats(svc->ctx, &es);
     if (es.requests_running >= 0)
         reading(&o, "num_requests_running", "gauge", "Requests admitted to rounds.", true,
@@ -154,6 +154,12 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
                 true, (double)es.prefix_cache_queries);
         reading(&o, "prefix_cache_hits_total", "counter", "Prompt tokens resumed from the prompt cache.",
                 true, (double)es.prefix_cache_hits);
+    }
+    if (es.prompt_cache_bytes >= 0 && es.prompt_cache_budget >= 0) {
+        reading(&o, "prompt_cache_bytes", "gauge", "Bytes held by the prompt cache.", false,
+                (double)es.prompt_cache_bytes);
+        reading(&o, "prompt_cache_budget_bytes", "gauge", "Budget of the prompt cache.", false,
+                (double)es.prompt_cache_budget);
     }
 
     pthread_mutex_lock(&m->mu);

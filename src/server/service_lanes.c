@@ -177,7 +177,10 @@ static void s_stats(void *ctx, weft_srv_engine_stats *out) {
     out->requests_waiting = es.waiting;
     out->kv_cache_usage = -1; /* the lane core does not report KV occupancy yet */
     out->device_memory_bytes = es.memory_used + es.memory_free > 0 ? (int64_t)es.memory_used : -1;
-    out->prefix_cache_queries = out->prefix_cache_hits = -1; /* no prompt cache yet */
+    out->prefix_cache_queries = (int64_t)es.prefix_cache_queries;
+    out->prefix_cache_hits = (int64_t)es.prefix_cache_hits;
+    out->prompt_cache_bytes = (int64_t)es.prompt_cache_bytes;
+    out->prompt_cache_budget = (int64_t)es.prompt_cache_budget;
 }
 
 weft_status weft_service_new(const weft_service_config *cfg, weft_service **out, weft_model_service *svc,

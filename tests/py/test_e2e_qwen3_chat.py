@@ -11,6 +11,7 @@ into `reasoning_content` when the template opens a <think> block (the Qwen3.5 te
 
 import json
 
+import openai
 import pytest
 
 from e2e_util import GREEDY, QWEN3_CHAT, ROOT, chat_stream, extra, prompt_seed, render_chat, serving, sha_of, weft_of
@@ -54,10 +55,11 @@ def test_models_context(srv):
 
 @pytest.mark.parametrize("thinking", [None, True, False])
 def test_prompt_matches_template(srv, thinking):
-    """The ids weft feeds are the tokenized jinja2 rendering (enable_thinking absent = the server default, on)."""
+    """The ids weft feeds are the tokenized jinja2 rendering. enable_thinking absent: left undefined, so the
+    template's own default applies (Qwen3: thinking)."""
     kw = {} if thinking is None else {"extra_body": {"chat_template_kwargs": {"enable_thinking": thinking}}}
     r = chat(srv, **kw)
-    text = render_chat(srv.template, HI, enable_thinking=thinking is not False)
+    text = render_chat(srv.template, HI, **({} if thinking is None else {"enable_thinking": thinking}))
     assert text.endswith("<think>\n\n</think>\n\n") == (thinking is False)
     ids = srv.tokenize(text)
     assert r.usage.prompt_tokens == len(ids) and weft_of(r)["seed"] == prompt_seed(ids)
@@ -85,7 +87,7 @@ def test_multi_turn(srv):
     msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"},
             {"role": "user", "content": "Tell me a joke."}]
     r = chat(srv, msgs, seed=4)
-    ids = srv.tokenize(render_chat(srv.template, msgs, enable_thinking=True))
+    ids = srv.tokenize(render_chat(srv.template, msgs))
     assert r.usage.prompt_tokens == len(ids)
     assert weft_of(r)["seed"] == 4
 
@@ -112,10 +114,52 @@ def test_reasoning_split_when_template_thinks(thinking_srv):
 
 def test_think_tags_never_leak(srv, thinking_srv):
     """A generated </think> closes the reasoning and a generated <think> opens it; neither tag shows up as text."""
-    r = chat(thinking_srv, max_tokens=1, logit_bias={str(END_THINK): 100}, **GREEDY)
+    r = chat(thinking_srv, max_tokens=1, logit_bias={str(END_THINK): 100}, **GREEDY,
+             extra_body={"chat_template_kwargs": {"enable_thinking": True}})
     assert weft_of(r)["token_sha"] and r.usage.completion_tokens == 1
     m = r.choices[0].message
     assert (m.content or "") == "" and (extra(m, "reasoning_content") or "") == ""
     r = chat(srv, max_tokens=1, logit_bias={str(THINK): 100}, **GREEDY)
     m = r.choices[0].message
     assert (m.content or "") == "" and (extra(m, "reasoning_content") or "") == ""
+    # after the </think> that closed the reasoning, a second one is plain content
+    r = chat(thinking_srv, max_tokens=2, logit_bias={str(END_THINK): 100}, **GREEDY,
+             extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    m = r.choices[0].message
+    assert m.content == "</think>" and (extra(m, "reasoning_content") or "") == ""
+
+
+def test_template_default_without_kwargs(thinking_srv):
+    """Without chat_template_kwargs (and no --thinking/--no-thinking) enable_thinking stays undefined: the
+    Qwen3.5 template then does not think, so the reply is content."""
+    s = thinking_srv
+    r = chat(s, max_tokens=3, **GREEDY)
+    ids = s.tokenize(render_chat(s.template, HI))
+    assert ids[-4:] == [THINK, 271, END_THINK, 271] and weft_of(r)["seed"] == prompt_seed(ids)
+    assert r.choices[0].message.content and not extra(r.choices[0].message, "reasoning_content")
+
+
+def test_no_thinking_flag(srv):
+    """--no-thinking sets enable_thinking false for requests that do not say; a request's kwargs still win."""
+    with serving(QWEN3_CHAT, "--no-thinking") as s:
+        oai, name = s.client(), s.model_id()
+        off = oai.chat.completions.create(model=name, messages=HI, max_tokens=2, **GREEDY)
+        on = oai.chat.completions.create(model=name, messages=HI, max_tokens=2, **GREEDY,
+                                         extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    for r, thinking in ((off, False), (on, True)):
+        ids = srv.tokenize(render_chat(srv.template, HI, enable_thinking=thinking))
+        assert r.usage.prompt_tokens == len(ids) and weft_of(r)["seed"] == prompt_seed(ids)
+
+
+@pytest.mark.parametrize("msgs,text", [
+    ([{"role": "user", "content": "Hi"}, {"role": "system", "content": "late"}],
+     "System message must be at the beginning"),
+    ([{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}], "No user query found"),
+])
+def test_template_exception_is_named_400(thinking_srv, msgs, text):
+    """A template's raise_exception is a 400 carrying its message (llama.cpp #11402), and the next request works."""
+    s = thinking_srv
+    with pytest.raises(openai.BadRequestError) as ei:
+        chat(s, msgs)
+    assert ei.value.param == "messages" and text in ei.value.message
+    assert chat(s, max_tokens=2, **GREEDY).choices[0].finish_reason == "length"

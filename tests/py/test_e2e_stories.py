@@ -319,10 +319,10 @@ def test_drafted_equals_serial(oai, model):
 
 # ---- prompt cache (SPEC §4.4, peers #15) ----
 
-LONG = ("Kip the frog had a blue hat. There was a little girl named Lily. She loved to play outside in the park with her "
-        "friends. One day, she saw a big red ball under a tree. She ran to the ball and picked it up. Her friend "
-        "Ben came to play with her. They threw the ball high in the sky and laughed. Then the sun went down and "
-        "it was time to go home. Lily said goodbye to Ben and walked home with her mom. ")
+LONG = ("Kip the frog had a blue hat. There was a little girl named Lily. She loved to play outside in the park "
+        "with her friends. One day, she saw a big red ball under a tree. She ran to the ball and picked it up. "
+        "Her friend Ben came to play with her. They threw the ball high in the sky and laughed. Then the sun went "
+        "down and it was time to go home. Lily said goodbye to Ben and walked home with her mom. ")
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-/* weft_attention (SPEC §4.3.1): close to plain softmax attention in double precision, and bit-identical for a
- * row whether it runs alone or among other rows of other streams, with 1 or 2 threads (which changes the task
- * split: per row and kv head, per query head, or super-blocks of a long context merged afterwards), and on
- * every ISA. Head sizes with and without a 16-lane tail, GQA groups of 1, 3 and 8, contexts past one
- * super-block. */
+/* weft_attention and weft_swiglu (SPEC §4.3.1): close to plain softmax attention in double precision, and
+ * bit-identical for a row whether it runs alone or among other rows of other streams, with 1 or 2 threads
+ * (which changes the task split: per row and kv head, per query head, or super-blocks of a long context
+ * merged afterwards), and on every ISA. Head sizes with and without a 16-lane tail, GQA groups of 1, 3 and 8,
+ * contexts past one super-block. */
 #include "check.h"
 #include "weft/cpu.h"
 
@@ -105,8 +105,41 @@ static void run_shape(shape sh, weft_pool *p1, weft_pool *p2) {
     free(ref);
 }
 
+/* weft_swiglu: close to x·σ(x)·u in double, the same bits on every ISA and for any split of the array */
+static void test_swiglu(weft_pool *p1, weft_pool *p2) {
+    const int64_t n = 10007;
+    float *g = malloc((size_t)n * sizeof(float)), *u = malloc((size_t)n * sizeof(float));
+    float *want = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) g[i] = uniform() * (i % 7 == 0 ? 120.0f : 12.0f), u[i] = uniform();
+    g[0] = 0.0f, g[1] = -0.0f, g[2] = 88.5f, g[3] = -100.0f;
+    memcpy(want, g, (size_t)n * sizeof(float));
+    weft_swiglu_isa(p1, want, u, n, WEFT_CPU_ISA_SCALAR);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = g[i], r = x / (1.0 + exp(-x)) * u[i], e = fabs(r - want[i]) / fmax(1e-30, fabs(r) + 1e-6);
+        if (e > worst) worst = e;
+    }
+    CHECK_MSG(worst < 1e-5, "swiglu: worst relative error %.3g", worst);
+    const weft_cpu_isa isas[] = {WEFT_CPU_ISA_SCALAR, WEFT_CPU_ISA_AVX2, WEFT_CPU_ISA_AVX512};
+    for (int ii = 0; ii < 3; ii++)
+        for (int th = 1; th <= 2; th++) {
+            memcpy(got, g, (size_t)n * sizeof(float));
+            weft_swiglu_isa(th == 1 ? p1 : p2, got, u, n, isas[ii]);
+            CHECK_MSG(!memcmp(got, want, (size_t)n * sizeof(float)), "swiglu %s, %d threads differs",
+                      weft_cpu_isa_name(isas[ii]), th);
+            memcpy(got + 5, g + 5, 3 * sizeof(float)); /* a 3-element call gives the same bits as inside */
+            weft_swiglu_isa(p2, got + 5, u + 5, 3, isas[ii]);
+            CHECK(!memcmp(got + 5, want + 5, 3 * sizeof(float)));
+        }
+    free(g);
+    free(u);
+    free(want);
+    free(got);
+}
+
 int main(void) {
     weft_pool *p1 = weft_pool_new(1, 0), *p2 = weft_pool_new(2, 0);
+    test_swiglu(p1, p2);
     const shape shapes[] = {{9, 3, 64}, {4, 4, 80}, {8, 1, 128}, {6, 2, 24}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) run_shape(shapes[i], p1, p2);
     weft_pool_free(p1);

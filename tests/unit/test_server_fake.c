@@ -422,6 +422,8 @@ static void f_stats(void *ctx, weft_srv_engine_stats *out) {
     out->device_memory_bytes = -1;
     out->prefix_cache_queries = -1;
     out->prefix_cache_hits = -1;
+    out->prompt_cache_bytes = -1;
+    out->prompt_cache_budget = -1;
     pthread_mutex_unlock(&f->mu);
 }
 

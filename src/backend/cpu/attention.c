@@ -53,11 +53,13 @@ static void att_heads(const att_job *j, int r, int h0, int g, float *scratch) {
 
 static void task_rows(void *ctx, int64_t task, float *scratch) {
     const att_job *j = ctx;
-    if (j->by_group) {
-        const int r = (int)(task / j->a->n_kv_heads), kvh = (int)(task % j->a->n_kv_heads);
-        att_heads(j, r, kvh * j->G, j->G, scratch);
-    } else {
-        att_heads(j, (int)(task / j->a->n_heads), (int)(task % j->a->n_heads), 1, scratch);
+    for (int64_t u = task * j->per_task; u < (task + 1) * j->per_task && u < j->units; u++) {
+        if (j->by_group) {
+            const int r = (int)(u / j->a->n_kv_heads), kvh = (int)(u % j->a->n_kv_heads);
+            att_heads(j, r, kvh * j->G, j->G, scratch);
+        } else {
+            att_heads(j, (int)(u / j->a->n_heads), (int)(u % j->a->n_heads), 1, scratch);
+        }
     }
 }
 
@@ -110,7 +112,7 @@ static void task_merge(void *ctx, int64_t task, float *scratch) {
 void weft_attention_isa(weft_pool *p, const weft_attn_args *a, weft_cpu_isa isa) {
     if (a->n_rows <= 0) return;
     if (isa == WEFT_CPU_ISA_AUTO || !weft_cpu_isa_supported(isa)) isa = weft_cpu_isa_best();
-    att_job j = {a, &weft_att_scalar, a->n_heads / a->n_kv_heads, 0, NULL, 1};
+    att_job j = {a, &weft_att_scalar, a->n_heads / a->n_kv_heads, 0, NULL, 1, 1, 0};
 #if defined(__x86_64__)
     if (isa == WEFT_CPU_ISA_AVX512) j.isa = &weft_att_avx512;
 #endif
@@ -128,7 +130,10 @@ void weft_attention_isa(weft_pool *p, const weft_attn_args *a, weft_cpu_isa isa)
         return;
     }
     j.by_group = groups >= 4 * threads || threads == 1;
-    weft_pool_run(p, j.by_group ? groups : (int64_t)a->n_rows * a->n_heads, task_rows, &j);
+    /* ~8 tasks per thread: a prefill chunk has thousands of (row, head) units, each only a few µs */
+    j.units = j.by_group ? groups : (int64_t)a->n_rows * a->n_heads;
+    j.per_task = (int)((j.units + 8 * threads - 1) / (8 * threads));
+    weft_pool_run(p, (j.units + j.per_task - 1) / j.per_task, task_rows, &j);
 }
 
 void weft_attention(weft_pool *p, const weft_attn_args *a) {

@@ -6,26 +6,6 @@
 #include "att.h"
 #include "mm_avx512.h"
 
-/* att.h exp_c on 16 lanes, the same operations in the same order */
-static inline __m512 exp_c16(__m512 x) {
-    const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-86.5f), _CMP_GE_OQ);
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXPC_LOG2E)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EXPC_C1), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EXPC_C2), r);
-    __m512 p = _mm512_set1_ps(EXPC_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P5));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
-}
-
 static void avx512_merge(float *M, float *L, float *O, float m, float l, const float *o, int d) {
     float a, c;
     weft_att_merge_scalars(M, L, m, l, &a, &c);
@@ -117,7 +97,8 @@ static void avx512_sblock(const float *const *q, int g, const float *K, const fl
             __m512 lanes = _mm512_setzero_ps();
             for (int c = 0; c < n; c += 16) {
                 const __mmask16 k = n - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - c)) - 1);
-                const __m512 p = _mm512_maskz_mov_ps(k, exp_c16(_mm512_sub_ps(_mm512_loadu_ps(sh + c), vm)));
+                const __m512 p =
+                    _mm512_maskz_mov_ps(k, weft_avx512_exp_c(_mm512_sub_ps(_mm512_loadu_ps(sh + c), vm)));
                 _mm512_storeu_ps(sh + c, p);
                 lanes = _mm512_add_ps(lanes, p); /* masked lanes add +0: no change (lanes are never −0) */
             }

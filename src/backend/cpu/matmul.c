@@ -241,24 +241,26 @@ void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t
                      int64_t ldy, weft_cpu_isa isa) {
     if (n_rows <= 0) return;
     mm_job j = {W, isa_get(isa), X, Y, n_rows, weft_tensor_cols(W), weft_tensor_rows(W), ldy, 0, 0, 0};
-    /* The split only decides which thread computes which outputs, never how (see mm.h). Aim for ~8 tasks per
-     * thread so a descheduled thread holds little work, each task at least a few tiles. */
+    /* The split only decides which thread computes which outputs, never how (see mm.h). About 4 tasks per
+     * thread (a multiple of the thread count), each at least ~16K multiply-adds: every task costs two atomic
+     * operations on lines both threads write, which matters for the small matrices of a decode step. Weight
+     * rows go in units of a decoded block (MM_OB) when many input rows share it, else of a panel (MM_MR). */
     const int threads = weft_pool_threads(p);
-    const int64_t panels = (j.out + MM_MR - 1) / MM_MR, want = (int64_t)threads * 8;
-    int64_t r_tasks = 1;
-    if (panels < want && n_rows >= 2 * MM_NR) { /* few weight rows, many input rows: split rows too */
-        r_tasks = (want + panels - 1) / panels;
+    const int64_t unit = n_rows > MM_NF ? MM_OB : MM_MR, units = (j.out + unit - 1) / unit;
+    const int64_t macs = j.out * j.K * n_rows, want = (int64_t)threads * 4;
+    int64_t max_tasks = macs / 16384 > 1 ? macs / 16384 : 1, r_tasks = 1;
+    if (units < want && n_rows >= 2 * MM_NR) { /* few weight rows, many input rows: split the rows too */
+        r_tasks = (want + units - 1) / units;
         if (r_tasks > n_rows / MM_NR) r_tasks = n_rows / MM_NR;
     }
     j.r_per_task = (n_rows + r_tasks - 1) / r_tasks;
     j.r_per_task = (j.r_per_task + MM_NR - 1) / MM_NR * MM_NR;
     r_tasks = (n_rows + j.r_per_task - 1) / j.r_per_task;
-    int64_t o_tasks = (want + r_tasks - 1) / r_tasks;
-    /* with one input row the work per weight row is small: keep tasks above ~32K multiply-adds */
-    int64_t min_panels = (32 * 1024) / (4 * (j.K > 0 ? j.K : 1) * (n_rows < 4 ? n_rows : 4)) + 1;
-    int64_t ppt = (panels + o_tasks - 1) / o_tasks;
-    if (ppt < min_panels) ppt = min_panels;
-    j.o_per_task = ppt * MM_MR;
+    int64_t o_tasks = want < max_tasks ? want : max_tasks;
+    o_tasks = (o_tasks + r_tasks - 1) / r_tasks;
+    if (o_tasks > threads) o_tasks = o_tasks / threads * threads;
+    if (o_tasks > units) o_tasks = units;
+    j.o_per_task = (units + o_tasks - 1) / o_tasks * unit;
     j.n_otasks = (j.out + j.o_per_task - 1) / j.o_per_task;
     weft_pool_run(p, j.n_otasks * r_tasks, mm_task, &j);
 }

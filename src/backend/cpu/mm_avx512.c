@@ -194,6 +194,28 @@ static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *mn) {
     }
 }
 
+/* The 8 scales and mins of a Q4_K/Q5_K block (get_scale_min_k4's 6-bit fields, all at once) times d and dmin:
+ * a[j] = d·(float)sc_j, b[j] = dmin·(float)mn_j, the reference's products. Lanes 0-7 are sc_j, 8-15 mn_j:
+ *   j < 4: sc = q[j] & 63,  mn = q[j+4] & 63
+ *   j ≥ 4: sc = (q[j+4] & 15) | (q[j−4] >> 6) << 4,  mn = (q[j+4] >> 4) | (q[j] >> 6) << 4 */
+static inline void scales_k4(const uint8_t *blk, float *a, float *b) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + 4)); /* scales[12] and 4 bytes after */
+    const __m128i ia = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11);
+    const __m128i ib = _mm_setr_epi8(0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 4, 5, 6, 7);
+    const __m512i A = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(raw, ia));
+    const __m512i B = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(raw, ib));
+    const __m512i sa = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i ma = _mm512_setr_epi32(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
+    const __m512i mb = _mm512_setr_epi32(0, 0, 0, 0, 48, 48, 48, 48, 0, 0, 0, 0, 48, 48, 48, 48);
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(A, sa), ma);
+    const __m512i hi = _mm512_and_si512(_mm512_slli_epi32(_mm512_srli_epi32(B, 6), 4), mb);
+    const __m512 dm =
+        _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(h2f(blk)), _mm512_set1_ps(h2f(blk + 2)));
+    const __m512 v = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_or_si512(lo, hi)));
+    _mm256_storeu_ps(a, _mm512_castps512_ps256(v));
+    _mm256_storeu_ps(b, _mm512_extractf32x8_ps(v, 1));
+}
+
 static inline void do_prep(kind kd, const weft_tensor *W, const uint8_t *p, int64_t row, int64_t k0,
                            int64_t kc, prep *pp) {
     const int64_t nc = kc / 32;
@@ -216,23 +238,15 @@ static inline void do_prep(kind kd, const weft_tensor *W, const uint8_t *p, int6
     case K_Q4_K:
     case K_Q5_K: {
         const int bb = kd == K_Q4_K ? 144 : 176;
-        for (int64_t s = 0; s < nc / 8; s++) {
-            const uint8_t *b = p + s * bb;
-            const float d = h2f(b), dmin = h2f(b + 2);
-            for (int j = 0; j < 8; j++) {
-                int sc, mn;
-                scale_min_k4(j, b + 4, &sc, &mn);
-                pp->a[8 * s + j] = d * (float)sc;
-                pp->b[8 * s + j] = dmin * (float)mn;
-            }
-        }
+        for (int64_t sb = 0; sb < nc / 8; sb++) scales_k4(p + sb * bb, pp->a + 8 * sb, pp->b + 8 * sb);
         break;
     }
     case K_Q6_K:
-        for (int64_t s = 0; s < nc / 8; s++) {
-            const uint8_t *b = p + s * 210;
-            const float d = h2f(b + 208);
-            for (int j = 0; j < 16; j++) pp->a[16 * s + j] = d * (float)(int8_t)b[192 + j];
+        for (int64_t sb = 0; sb < nc / 8; sb++) {
+            const uint8_t *b = p + sb * 210;
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192)));
+            _mm512_storeu_ps(pp->a + 16 * sb,
+                             _mm512_mul_ps(_mm512_set1_ps(h2f(b + 208)), _mm512_cvtepi32_ps(sc)));
         }
         break;
     case K_MLX4:
@@ -392,6 +406,52 @@ static inline __attribute__((always_inline)) void chunk(kind kd, const uint8_t *
     }
 }
 
+/* Decode units of the fused path: columns [32c, 32c + 32·unit_chunks) as 2·unit_chunks vectors in column
+ * order, so bytes shared by neighbouring sub-blocks are loaded and widened once. Same values as chunk(). */
+static inline int unit_chunks(kind kd) {
+    return kd == K_Q4_K || kd == K_Q5_K ? 2 : kd == K_Q6_K ? 4 : 1;
+}
+
+static inline __attribute__((always_inline)) void unit(kind kd, const uint8_t *p, const prep *pp, int64_t c,
+                                                       __m512 *v) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    if (kd == K_Q4_K) { /* sub-blocks c, c+1: low, then high nibbles of the same 32 bytes */
+        const uint8_t *q = p + (c / 8) * 144 + 16 + 32 * ((c % 8) / 2);
+        const __m512 T0 =
+            _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(pp->a[c]), iota), _mm512_set1_ps(pp->b[c]));
+        const __m512 T1 =
+            _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(pp->a[c + 1]), iota), _mm512_set1_ps(pp->b[c + 1]));
+        const __m512i v0 = bytes16(q), v1 = bytes16(q + 16);
+        v[0] = _mm512_permutexvar_ps(v0, T0);
+        v[1] = _mm512_permutexvar_ps(v1, T0);
+        v[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), T1);
+        v[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), T1);
+    } else if (kd == K_Q6_K) { /* a 128-column half: ql bytes serve two column groups, qh bytes four */
+        const uint8_t *b = p + (c / 8) * 210;
+        const int64_t n = (c / 4) % 2;
+        const uint8_t *ql = b + 64 * n, *qh = b + 128 + 32 * n;
+        const __m512i m4 = _mm512_set1_epi32(0xF), m30 = _mm512_set1_epi32(0x30), c32 = _mm512_set1_epi32(32);
+        const __m512i l0 = bytes16(ql), l1 = bytes16(ql + 16), l2 = bytes16(ql + 32), l3 = bytes16(ql + 48);
+        const __m512i h0 = bytes16(qh), h1 = bytes16(qh + 16);
+        /* group g: nibble (g < 2 low, else high) of ql[32(g&1) + l] | ((qh[l] >> 2g) & 3) << 4, minus 32 */
+#define Q6V(nib, hq) _mm512_sub_epi32(_mm512_ternarylogic_epi32(nib, hq, m30, 0xF8), c32)
+        const __m512i q[8] = {Q6V(_mm512_and_si512(l0, m4), _mm512_slli_epi32(h0, 4)),
+                              Q6V(_mm512_and_si512(l1, m4), _mm512_slli_epi32(h1, 4)),
+                              Q6V(_mm512_and_si512(l2, m4), _mm512_slli_epi32(h0, 2)),
+                              Q6V(_mm512_and_si512(l3, m4), _mm512_slli_epi32(h1, 2)),
+                              Q6V(_mm512_srli_epi32(l0, 4), h0),
+                              Q6V(_mm512_srli_epi32(l1, 4), h1),
+                              Q6V(_mm512_srli_epi32(l2, 4), _mm512_srli_epi32(h0, 2)),
+                              Q6V(_mm512_srli_epi32(l3, 4), _mm512_srli_epi32(h1, 2))};
+#undef Q6V
+        for (int u = 0; u < 8; u++)
+            v[u] = _mm512_mul_ps(_mm512_set1_ps(pp->a[2 * c + u]), _mm512_cvtepi32_ps(q[u]));
+    } else {
+        chunk(kd, p, pp, c, &v[0], &v[1]);
+        if (kd == K_Q5_K) chunk(kd, p, pp, c + 1, &v[2], &v[3]);
+    }
+}
+
 /* ---- plain types with any length (the decode-to-buffer path) ---- */
 
 static void d_f16(const uint8_t *p, int64_t n, float *y) {
@@ -513,23 +573,20 @@ static inline __attribute__((always_inline)) void fused_body(kind kd, const weft
          * over the chunks: decode rows are short streams the hardware prefetcher barely ramps up on */
         const uint8_t *next = rp[0] + (size_t)(2 * MM_MR) * rs;
         const size_t per_chunk = ((size_t)MM_MR * rs + (size_t)(kc / 32) - 1) / (size_t)(kc / 32);
-        for (int64_t c = 0; c < kc / 32; c++) {
-            __m512 xl[MM_NF], xh[MM_NF];
-            for (size_t off = (size_t)c * per_chunk; off < (size_t)(c + 1) * per_chunk; off += 64)
+        const int uc = unit_chunks(kd);
+        for (int64_t c = 0; c < kc / 32; c += uc) {
+            for (size_t off = (size_t)c * per_chunk; off < (size_t)(c + uc) * per_chunk; off += 64)
                 _mm_prefetch((const char *)next + off, _MM_HINT_T0);
-            for (int r = 0; r < nr; r++) {
-                xl[r] = _mm512_loadu_ps(xk + r * ldx + 32 * c);
-                xh[r] = _mm512_loadu_ps(xk + r * ldx + 32 * c + 16);
-            }
 #pragma GCC unroll 4
             for (int i = 0; i < MM_MR; i++) {
-                __m512 lo, hi;
-                chunk(kd, rp[i], &pp[i], c, &lo, &hi);
+                __m512 v[8];
+                unit(kd, rp[i], &pp[i], c, v);
 #pragma GCC unroll 4
-                for (int r = 0; r < nr; r++) {
-                    acc[i][r] = _mm512_fmadd_ps(lo, xl[r], acc[i][r]);
-                    acc[i][r] = _mm512_fmadd_ps(hi, xh[r], acc[i][r]);
-                }
+                for (int r = 0; r < nr; r++)
+#pragma GCC unroll 8
+                    for (int u = 0; u < 2 * uc; u++)
+                        acc[i][r] =
+                            _mm512_fmadd_ps(v[u], _mm512_loadu_ps(xk + r * ldx + 32 * c + 16 * u), acc[i][r]);
             }
         }
     }

@@ -2,6 +2,7 @@
 #ifndef WEFT_CPU_MM_AVX512_H
 #define WEFT_CPU_MM_AVX512_H
 
+#include "att.h"
 #include "mm.h"
 
 #include <immintrin.h>
@@ -27,6 +28,26 @@ static inline __m128 weft_avx512_tree16x4(__m512 a, __m512 b, __m512 c, __m512 d
     const __m512 r1 = _mm512_add_ps(r2, _mm512_permute_ps(r2, 0xB1));
     return _mm512_castps512_ps128(
         _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), r1));
+}
+
+/* att.h's exp_c on 16 lanes, the same operations in the same order (needs att.h's constants) */
+static inline __m512 weft_avx512_exp_c(__m512 x) {
+    const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-86.5f), _CMP_GE_OQ);
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXPC_LOG2E)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EXPC_C1), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-EXPC_C2), r);
+    __m512 p = _mm512_set1_ps(EXPC_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXPC_P5));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
 }
 
 void weft_avx512_tile(const float *const w[MM_MR], const float *x, int64_t ldx, int nr, int64_t kc,

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -43,10 +44,12 @@ struct weft_pool {
     _Atomic(void *) ctx;
     _Atomic int64_t n_tasks;
     _Atomic uint64_t generation; /* bumped per job (low 32 bits are what `claim` carries) */
-    _Atomic uint64_t claim;      /* generation << 32 | next task index */
-    _Atomic int64_t done;        /* tasks of the current job finished */
     _Atomic int sleepers;        /* workers blocked on start_cv */
     _Atomic int quit;
+    /* the two counters every task touches, each on its own cache line (not next to what idle workers poll) */
+    _Alignas(64) _Atomic uint64_t claim; /* generation << 32 | next task index */
+    _Alignas(64) _Atomic int64_t done;   /* tasks of the current job finished */
+    char pad_[64 - sizeof(int64_t)];
 };
 
 typedef struct worker_arg {
@@ -115,8 +118,9 @@ static void *worker(void *arg) {
 
 weft_pool *weft_pool_new(int n_threads, size_t scratch_floats) {
     if (n_threads < 1) n_threads = 1;
-    weft_pool *p = calloc(1, sizeof *p);
+    weft_pool *p = aligned_alloc(64, sizeof *p); /* sizeof is a multiple of 64 (the aligned members) */
     if (!p) return NULL;
+    memset(p, 0, sizeof *p);
     p->n_threads = n_threads;
     p->scratch = calloc((size_t)n_threads, sizeof *p->scratch);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);

@@ -79,6 +79,46 @@ void weft_cu_q4f_pack(const void *src, int64_t rows, int64_t cols, uint32_t *dst
 cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t ldx, int M, float *Y,
                                int64_t ldy, const float *bias, int accumulate, cudaStream_t stream);
 
+/* Activations prepared once for the WEFT_CU_Q4F matmul (weft_cu_matmul_q4x): X [M, K] (K % 32 == 0) as the
+ * bf16 B fragments the tensor cores read, plus 32-element sums. Row i, sub-block u (elements 32u .. 32u+31),
+ * t, j < 4: f[(i·K/32 + u)·32 + 16p + 4t + j] = the bf16 pair (part p of x[32u + 8t + j], part p of
+ * x[32u + 8t + j + 4]), part 0 = hi = bf16(x), part 1 = lo = bf16(x − hi); s[i·K/32 + u] = (a0 + a1) +
+ * (a2 + a3) with a_t = x[32u+8t] + x[32u+8t+1] + ... + x[32u+8t+7] left to right (fp32). f: M·K uint32,
+ * s: M·K/32 floats, both device memory owned by the caller. */
+typedef struct weft_cu_xq {
+    uint32_t *f;
+    float *s;
+    int64_t K;
+} weft_cu_xq;
+
+/* Writes rows [0, M) of X [M, ldx] (ldx % 4 == 0) into xq (layout above). */
+cudaError_t weft_cu_xq_prep(const float *X, int64_t ldx, int M, const weft_cu_xq *xq, cudaStream_t stream);
+
+/* Where weft_cu_matmul_q4x puts its outputs v[i, o] (the dot product of weight row o and activation row i):
+ *   STORE:  outputs o of [0, end[0]) go to y[0], of [end[0], end[1]) to y[1], of [end[1], end[2]) to y[2]
+ *           (o counted from the segment's start), each as y[s][i·ld[s] + o'] = v (+ bias[s][o'] if set),
+ *           or += that with accumulate (the residual add);
+ *   SWIGLU: the weight's rows are gate and up rows interleaved by 8 (rows 16k..16k+7 = gate rows 8k..8k+7,
+ *           rows 16k+8..16k+15 = up rows 8k..8k+7): y[0][i·ld[0] + o] = silu(gate_o)·up_o =
+ *           gate_o / (1 + exp(−gate_o))·up_o, exactly weft_cu_swiglu's arithmetic; no bias, no accumulate.
+ * Segments of STORE must begin on multiples of 16 outputs. weft_cu_epi_store fills a one-segment STORE. */
+typedef enum weft_cu_epi_mode { WEFT_CU_EPI_STORE = 0, WEFT_CU_EPI_SWIGLU } weft_cu_epi_mode;
+typedef struct weft_cu_epi {
+    weft_cu_epi_mode mode;
+    int accumulate;
+    float *y[3];
+    int64_t ld[3], end[3];
+    const float *bias[3];
+} weft_cu_epi;
+weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
+
+/* The WEFT_CU_Q4F matmul on prepared activations (xq->K == w->cols), M rows: the same bits as
+ * weft_cu_matmul_q4f on the fp32 rows xq was prepared from (one arithmetic, see mma_q4x.cu), with the
+ * epilogue above. Blocks are persistent (as many as fit on the device; which block takes which tile never
+ * changes a tile's arithmetic). */
+cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
+                               cudaStream_t stream);
+
 /* ids[r] = argmax of row sel[r] of logits [*, V] (NaN counts as −inf; ties to the lowest id; a row of −inf
  * gives 0): SPEC §5.1 step 3, exactly what weft_sample returns at temperature 0 with no bias or penalties.
  * One block per row. */
@@ -99,6 +139,11 @@ cudaError_t weft_cu_matmul(const weft_cu_weight *w, const float *X, int64_t ldx,
  */
 cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
                             const float *w, int n_rows, int n, float eps, cudaStream_t stream);
+/* The same RMSNorm (same bits in Y) that also writes its output rows prepared for the 4-bit matmul into xq
+ * (xq->K == n, n % 32 == 0): what weft_cu_xq_prep would make of Y, without the second pass. Y != X. */
+cudaError_t weft_cu_rmsnorm_xq(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
+                               const float *w, int n_rows, int n, float eps, const weft_cu_xq *xq,
+                               cudaStream_t stream);
 
 /* X[r, :] = decoded row rows[r].token of W (the embedding), r < n. X: [n, W.cols]. */
 cudaError_t weft_cu_embed(const weft_cu_weight *w, const weft_cu_row *rows, int n, float *X,

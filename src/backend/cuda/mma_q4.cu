@@ -18,51 +18,9 @@
 // number of activation quads a block carries (RQ, picked from M) changes only how often the decoded A is
 // reused. No atomics, no split chosen from the device.
 #include "cuda_kernels.h"
-#include "cuda_decode.cuh"
-
-#include <string.h>
+#include "q4_mma.cuh"
 
 namespace {
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-}
-
-// B fragment register for the pair (a, b): pm = 0 gives bf16(a), bf16(b) (the hi part); pm = 1 gives the lo
-// part bf16(a − hi(a)), bf16(b − hi(b)) (the differences are exact in fp32).
-__device__ __forceinline__ uint32_t xfrag(float a, float b, float pm) {
-    const uint32_t h = pack_bf16x2(a, b);
-    const float ra = fmaf(-pm, __uint_as_float(h << 16), a);
-    const float rb = fmaf(-pm, __uint_as_float(h & 0xffff0000u), b);
-    return pack_bf16x2(ra, rb);
-}
-
-// v + c on two bf16 lanes (fma with 1.0: exact for the small integers here).
-__device__ __forceinline__ uint32_t bf16x2_add(uint32_t v, uint32_t c) {
-    uint32_t r;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3F803F80u), "r"(c));
-    return r;
-}
-
-// One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q[n] − 8, q[n + 4] − 8) for n < 4: the
-// magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
-// AFFINE weights are centred too (s·q + b = s·(q − 8) + (b + 8s)): the two terms of a group's contribution
-// then no longer cancel, so the bf16 split of x is not amplified by them.
-__device__ __forceinline__ void dec_word(uint32_t w, uint32_t P[4]) {
-#pragma unroll
-    for (int n = 0; n < 4; n++) P[n] = bf16x2_add(((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u, 0xC308C308u);
-}
-
-__device__ __forceinline__ void mma_bf16(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 template <int SB> struct Words { uint32_t v[SB]; };
 
@@ -141,8 +99,8 @@ __global__ void __launch_bounds__(KW * 32)
             const int e0 = (b * SB + j) * 32;
             const bool first = (e0 & gmask) == 0, last = ((e0 + 32) & gmask) == 0;
             uint32_t Pg[4], Ph[4];
-            dec_word(cg.v[j], Pg);
-            dec_word(ch.v[j], Ph);
+            q4_dec_word(cg.v[j], Pg);
+            q4_dec_word(ch.v[j], Ph);
             float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
             if (last) {
                 const int64_t G = e0 >> w.gshift;
@@ -164,8 +122,8 @@ __global__ void __launch_bounds__(KW * 32)
                 if (first) C[q][0] = C[q][1] = C[q][2] = C[q][3] = 0.0f;
                 // k (2t, 2t+1) <-> elements (8t + 2s, 8t + 2s + 4); k (2t+8, 2t+9) <-> (8t + 2s + 1, 8t + 2s
                 // + 5)
-                mma_bf16(C[q], Pg[0], Ph[0], Pg[1], Ph[1], xfrag(xa.x, xb.x, pm), xfrag(xa.y, xb.y, pm));
-                mma_bf16(C[q], Pg[2], Ph[2], Pg[3], Ph[3], xfrag(xa.z, xb.z, pm), xfrag(xa.w, xb.w, pm));
+                q4_mma(C[q], Pg[0], Ph[0], Pg[1], Ph[1], q4_xfrag(xa.x, xb.x, pm), q4_xfrag(xa.y, xb.y, pm));
+                q4_mma(C[q], Pg[2], Ph[2], Pg[3], Ph[3], q4_xfrag(xa.z, xb.z, pm), q4_xfrag(xa.w, xb.w, pm));
                 if (MODE == WEFT_CU_AFFINE) {
                     float ls = __fadd_rn(__fadd_rn(__fadd_rn(xa.x, xa.y), xa.z), xa.w);
                     ls = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(ls, xb.x), xb.y), xb.z), xb.w);

@@ -1,5 +1,6 @@
 // Per-row kernels: RMSNorm (one block per row, fixed order), RoPE + KV store, SwiGLU.
 #include "cuda_kernels.h"
+#include "q4_mma.cuh"
 
 namespace {
 
@@ -11,7 +12,7 @@ int norm_threads(int n) {
 template <int T>
 __global__ void __launch_bounds__(T)
     rmsnorm_kernel(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *__restrict__ rowmap,
-                   const float *__restrict__ w, int n, float eps) {
+                   const float *__restrict__ w, int n, float eps, uint32_t *F, float *S) {
     __shared__ float part[T / 32];
     __shared__ float inv_s;
     const int r = blockIdx.x, t = threadIdx.x;
@@ -30,6 +31,23 @@ __global__ void __launch_bounds__(T)
     }
     __syncthreads();
     const float inv = inv_s;
+    if (F) { // the prepared copy for the 4-bit matmul (weft_cu_xq): chunks of 8 elements, warp-uniform loop
+        const int nch = n / 8, lane = t & 31;
+        uint32_t *Fr = F + (int64_t)r * n;
+        float *Sr = S + (int64_t)r * (n / 32);
+        for (int base = t - lane; base < nch; base += T) {
+            const int c = base + lane;
+            const bool ok = c < nch;
+            float v[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int k = 8 * (ok ? c : 0) + e; // the same expression as y[i] below
+                v[e] = w ? w[k] * (x[k] * inv) : x[k] * inv;
+            }
+            const float s = q4_prep_chunk(v, Fr + (ok ? c >> 2 : 0) * 32, c & 3, ok);
+            if (ok && (c & 3) == 0) Sr[c >> 2] = s;
+        }
+    }
     for (int i = t; i < n; i += T) y[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
 }
 
@@ -73,21 +91,34 @@ __global__ void swiglu_kernel(float *g, const float *__restrict__ u, int64_t n) 
 
 } // namespace
 
-extern "C" cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
-                                       const float *w, int n_rows, int n, float eps, cudaStream_t stream) {
+static cudaError_t rmsnorm_launch(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
+                                  const float *w, int n_rows, int n, float eps, uint32_t *F, float *S,
+                                  cudaStream_t stream) {
     if (n_rows <= 0) return cudaSuccess;
     switch (norm_threads(n)) {
     case 256:
-        rmsnorm_kernel<256><<<n_rows, 256, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps);
+        rmsnorm_kernel<256><<<n_rows, 256, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps, F, S);
         break;
     case 128:
-        rmsnorm_kernel<128><<<n_rows, 128, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps);
+        rmsnorm_kernel<128><<<n_rows, 128, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps, F, S);
         break;
     default:
-        rmsnorm_kernel<32><<<n_rows, 32, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps);
+        rmsnorm_kernel<32><<<n_rows, 32, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps, F, S);
         break;
     }
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
+                                       const float *w, int n_rows, int n, float eps, cudaStream_t stream) {
+    return rmsnorm_launch(Y, ldy, X, ldx, rowmap, w, n_rows, n, eps, nullptr, nullptr, stream);
+}
+
+extern "C" cudaError_t weft_cu_rmsnorm_xq(float *Y, int64_t ldy, const float *X, int64_t ldx,
+                                          const int *rowmap, const float *w, int n_rows, int n, float eps,
+                                          const weft_cu_xq *xq, cudaStream_t stream) {
+    if (xq->K != n || n % 32 || Y == X) return cudaErrorInvalidValue;
+    return rmsnorm_launch(Y, ldy, X, ldx, rowmap, w, n_rows, n, eps, xq->f, xq->s, stream);
 }
 
 extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n,

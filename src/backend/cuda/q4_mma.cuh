@@ -1,0 +1,76 @@
+// Pieces shared by the 4-bit tensor-core matmuls (mma_q4.cu: fp32 activations converted per warp;
+// mma_q4x.cu: activations converted once per matmul) and the kernels that prepare activations for them
+// (ops.cu's RMSNorm, mma_q4x.cu's prep). Every function here is part of the arithmetic the device defines for
+// WEFT_CU_Q4F weights, so both matmuls give the same bits from the same inputs.
+#ifndef WEFT_Q4_MMA_CUH
+#define WEFT_Q4_MMA_CUH
+
+#include "cuda_decode.cuh"
+
+#include <string.h>
+
+__device__ __forceinline__ uint32_t q4_pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+
+// B fragment register for the pair (a, b): pm = 0 gives bf16(a), bf16(b) (the hi part); pm = 1 gives the lo
+// part bf16(a − hi(a)), bf16(b − hi(b)) (the differences are exact in fp32).
+__device__ __forceinline__ uint32_t q4_xfrag(float a, float b, float pm) {
+    const uint32_t h = q4_pack_bf16x2(a, b);
+    const float ra = fmaf(-pm, __uint_as_float(h << 16), a);
+    const float rb = fmaf(-pm, __uint_as_float(h & 0xffff0000u), b);
+    return q4_pack_bf16x2(ra, rb);
+}
+
+// v + c on two bf16 lanes (fma with 1.0: exact for the small integers here).
+__device__ __forceinline__ uint32_t q4_bf16x2_add(uint32_t v, uint32_t c) {
+    uint32_t r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3F803F80u), "r"(c));
+    return r;
+}
+
+// One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q[n] − 8, q[n + 4] − 8) for n < 4: the
+// magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
+__device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
+#pragma unroll
+    for (int n = 0; n < 4; n++) P[n] = q4_bf16x2_add(((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u, 0xC308C308u);
+}
+
+__device__ __forceinline__ void q4_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                       uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One lane's share of a 32-element sub-block for the prepared-activation layout (weft_cu_xq): v = elements
+// 8t .. 8t+7 of the sub-block (t = lane % 4; the sub-block's four lanes are consecutive). Writes the lane's
+// hi and lo words (word j = the pair (v[j], v[j + 4])) to F (16 u32 per part: hi at F[4t..4t+3], lo at
+// F[16 + 4t ..]) when ok, and returns the sub-block's sum ((a0 + a1) + (a2 + a3)), a_t = v[0] + ... + v[7]
+// left to right — the same value in all four lanes. All 32 lanes of the warp must call it (shuffles).
+__device__ __forceinline__ float q4_prep_chunk(const float v[8], uint32_t *F, int t, bool ok) {
+    uint4 hi, lo;
+    hi.x = q4_xfrag(v[0], v[4], 0.0f);
+    hi.y = q4_xfrag(v[1], v[5], 0.0f);
+    hi.z = q4_xfrag(v[2], v[6], 0.0f);
+    hi.w = q4_xfrag(v[3], v[7], 0.0f);
+    lo.x = q4_xfrag(v[0], v[4], 1.0f);
+    lo.y = q4_xfrag(v[1], v[5], 1.0f);
+    lo.z = q4_xfrag(v[2], v[6], 1.0f);
+    lo.w = q4_xfrag(v[3], v[7], 1.0f);
+    if (ok) {
+        reinterpret_cast<uint4 *>(F)[t] = hi;
+        reinterpret_cast<uint4 *>(F)[4 + t] = lo;
+    }
+    float a = __fadd_rn(__fadd_rn(__fadd_rn(v[0], v[1]), v[2]), v[3]);
+    a = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(a, v[4]), v[5]), v[6]), v[7]);
+    a = __fadd_rn(a, __shfl_xor_sync(0xffffffffu, a, 1));
+    a = __fadd_rn(a, __shfl_xor_sync(0xffffffffu, a, 2));
+    return a;
+}
+
+#endif
