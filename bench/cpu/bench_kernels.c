@@ -202,7 +202,7 @@ static void bench_attention(const opts *o, weft_pool *p, int n_rows, int ctx) {
     float *q = malloc((size_t)n_rows * qd * sizeof(float)),
           *out = malloc((size_t)n_rows * qd * sizeof(float));
     float *K = malloc((size_t)ctx * kvd * sizeof(float)), *V = malloc((size_t)ctx * kvd * sizeof(float));
-    float *ref = malloc((size_t)qd * sizeof(float)), *sc = malloc((size_t)ctx * sizeof(float));
+    float *sc = malloc((size_t)ctx * sizeof(float));
     for (int i = 0; i < n_rows * qd; i++) q[i] = uniform();
     for (int i = 0; i < ctx * kvd; i++) K[i] = uniform(), V[i] = uniform();
     const float **kr = malloc((size_t)n_rows * sizeof *kr), **vr = malloc((size_t)n_rows * sizeof *vr);
@@ -259,7 +259,6 @@ static void bench_attention(const opts *o, weft_pool *p, int n_rows, int ctx) {
     free(out);
     free(K);
     free(V);
-    free(ref);
     free(sc);
     free(kr);
     free(vr);
@@ -286,8 +285,10 @@ int main(int argc, char **argv) {
                     : !strcmp(s, "avx2") ? WEFT_CPU_ISA_AVX2
                                          : WEFT_CPU_ISA_AVX512;
         } else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--cold MiB] [--only NAME] [--rows 1|128] [--isa I]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--threads N] [--reps R] [--cold MiB] [--only NAME] [--rows 1|128] [--isa I]\n",
+                argv[0]);
             return 2;
         }
     }

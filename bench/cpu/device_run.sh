@@ -32,11 +32,12 @@ run_pair() { # name model llama-args weft-args... (weft runs once per "P G" pair
     done
 }
 
-run_pair smol /tmp/smol_rand.gguf "-p 128 -n 64" "128 64"
+run_pair smol /tmp/smol_rand.gguf "-p 128 -n 64" "128 65"
 for q in q4_0 q4_1 q8_0 q4_k q6_k q4_k_m-mix f16 bf16; do
     run_pair "$q" "tests/data/llamacpp/quant/model-$q.gguf" "-p 64,128 -n 32,128" "64 33" "128 128"
 done
 run_pair stories260K assets/stories260K/stories260K.gguf "-p 64,128 -n 32,128" "64 33" "128 128"
+run_pair fixture-q8_0 tests/data/fixtures/llama-gguf-q8_0/model.gguf "-p 64,128 -n 32,128" "64 33" "128 128"
 if [ -x "$DEV/bench_cpu_kernels" ]; then
     taskset -c "${CORES%%,*}" "$DEV/bench_cpu_kernels" --reps 31 > "$OUT/kernels_1t.md" 2>&1
     taskset -c "${CORES%%,*}" "$DEV/bench_cpu_kernels" --reps 31 --rows 1 --cold 300 > "$OUT/kernels_1t_cold.md" 2>&1

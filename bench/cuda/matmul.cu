@@ -212,6 +212,127 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
     W.release();
 }
 
+// The prepared-activation path (weft_cu_xq_prep + weft_cu_matmul_q4x) against the fp32-activation kernel
+// (weft_cu_matmul on WEFT_CU_Q4F): the same bits for every M, with bias, with accumulate, with the outputs
+// split into three buffers, and the SwiGLU epilogue equal to matmul + weft_cu_swiglu. With timing: M = 1
+// (cold and hot), 4, 16, 256 for both paths.
+void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
+    Weight W = make_weight(L, N, K, 4242 + (uint64_t)L.mode * 3 + (uint64_t)L.group);
+    const int MAXM = 256;
+    Rng rng(11);
+    std::vector<float> x((size_t)MAXM * K), bias(N), y0((size_t)MAXM * N);
+    for (auto &v : x) v = rng.uniform();
+    for (auto &v : bias) v = rng.uniform();
+    for (auto &v : y0) v = rng.uniform();
+    float *dx = dev_upload(x), *db = dev_upload(bias), *dy = nullptr, *dy2 = nullptr;
+    CK(cudaMalloc(&dy, (size_t)MAXM * N * sizeof(float)));
+    CK(cudaMalloc(&dy2, (size_t)MAXM * N * sizeof(float)));
+    weft_cu_xq xq{nullptr, nullptr, K};
+    CK(cudaMalloc(&xq.f, (size_t)MAXM * K * sizeof(uint32_t)));
+    CK(cudaMalloc(&xq.s, (size_t)MAXM * (K / 32) * sizeof(float)));
+    const size_t ny = (size_t)MAXM * N * sizeof(float);
+    int bad = 0;
+    for (int M : {1, 2, 3, 4, 5, 7, 16, 17, 33, 256}) {
+        for (int mode = 0; mode < 3; mode++) { // plain, bias, bias + accumulate
+            const float *bp = mode ? db : nullptr;
+            const int accu = mode == 2;
+            CK(cudaMemcpy(dy, y0.data(), ny, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
+            if (!accu) CK(cudaMemset(dy2, 0xff, ny));
+            CK(weft_cu_matmul(&W.w, dx, K, M, dy, N, bp, accu, 0));
+            CK(cudaMemset(xq.f, 0xff, (size_t)MAXM * K * sizeof(uint32_t)));
+            CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
+            const weft_cu_epi e = weft_cu_epi_store(dy2, N, bp, accu, N);
+            CK(weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0));
+            std::vector<float> a = dev_download(dy, (size_t)M * N), b = dev_download(dy2, (size_t)M * N);
+            const bool eq = !memcmp(a.data(), b.data(), (size_t)M * N * sizeof(float));
+            bad += !eq;
+            EXPECT(eq, "%s %lldx%lld q4x: M=%d mode %d differs from the fp32-activation kernel", L.name,
+                   (long long)N, (long long)K, M, mode);
+        }
+    }
+    // three-way split (segments at 16-row multiples) == the plain store's slices
+    if (N >= 48) {
+        const int M = 5;
+        const int64_t e0 = 16 * (N / 48), e1 = 2 * e0;
+        CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
+        const weft_cu_epi plain = weft_cu_epi_store(dy, N, db, 0, N);
+        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &plain, 0));
+        float *seg[3];
+        const int64_t w[3] = {e0, e1 - e0, N - e1};
+        for (int i = 0; i < 3; i++) CK(cudaMalloc(&seg[i], (size_t)M * w[i] * sizeof(float)));
+        const weft_cu_epi sp = {WEFT_CU_EPI_STORE,  0,           {seg[0], seg[1], seg[2]},
+                                {w[0], w[1], w[2]}, {e0, e1, N}, {db, db + e0, db + e1}};
+        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &sp, 0));
+        std::vector<float> a = dev_download(dy, (size_t)M * N);
+        bool ok = true;
+        for (int i = 0; i < 3; i++) {
+            std::vector<float> b = dev_download(seg[i], (size_t)M * w[i]);
+            const int64_t off = i == 0 ? 0 : i == 1 ? e0 : e1;
+            for (int r = 0; r < M; r++)
+                ok &= !memcmp(b.data() + r * w[i], a.data() + r * N + off, w[i] * sizeof(float));
+            cudaFree(seg[i]);
+        }
+        bad += !ok;
+        EXPECT(ok, "%s q4x: split epilogue differs from the plain store", L.name);
+    }
+    // SwiGLU epilogue == plain store, de-interleaved, then weft_cu_swiglu
+    {
+        const int M = 7;
+        const int64_t I = N / 2;
+        CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
+        const weft_cu_epi plain = weft_cu_epi_store(dy, N, nullptr, 0, N);
+        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &plain, 0));
+        std::vector<float> a = dev_download(dy, (size_t)M * N), gh((size_t)M * I), uh((size_t)M * I);
+        for (int r = 0; r < M; r++)
+            for (int64_t o = 0; o < I; o++) {
+                gh[r * I + o] = a[r * N + 16 * (o / 8) + o % 8];
+                uh[r * I + o] = a[r * N + 16 * (o / 8) + 8 + o % 8];
+            }
+        float *dg = dev_upload(gh), *du = dev_upload(uh);
+        CK(weft_cu_swiglu(dg, du, (int64_t)M * I, 0));
+        weft_cu_epi sw = weft_cu_epi_store(dy2, I, nullptr, 0, N);
+        sw.mode = WEFT_CU_EPI_SWIGLU;
+        CK(cudaMemset(dy2, 0xff, ny));
+        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &sw, 0));
+        std::vector<float> want = dev_download(dg, (size_t)M * I), got = dev_download(dy2, (size_t)M * I);
+        const bool ok = !memcmp(want.data(), got.data(), (size_t)M * I * sizeof(float));
+        bad += !ok;
+        EXPECT(ok, "%s q4x: SwiGLU epilogue differs from matmul + weft_cu_swiglu", L.name);
+        cudaFree(dg);
+        cudaFree(du);
+    }
+    printf("q4x %-16s %6lldx%-6lld same bits as the fp32-activation kernel: %s", L.name, (long long)N,
+           (long long)K, bad ? "FAIL" : "ok");
+    if (timing) {
+        auto flush = [&] { CK(cudaMemsetAsync(g_flush, (int)(g_flush_n++ & 0x7f), kFlushBytes, 0)); };
+        const weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
+        auto old_mm = [&](int M) { return [&, M] { weft_cu_matmul(&W.w, dx, K, M, dy, N, nullptr, 0, 0); }; };
+        auto new_mm = [&](int M) { return [&, M] { weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0); }; };
+        CK(weft_cu_xq_prep(dx, K, 256, &xq, 0));
+        const double o1 = time_ms(old_mm(1), 3, 20, flush), n1 = time_ms(new_mm(1), 3, 20, flush);
+        const double n1h = time_ms(new_mm(1));
+        const double o4 = time_ms(old_mm(4), 3, 20, flush), n4 = time_ms(new_mm(4), 3, 20, flush);
+        const double o16 = time_ms(old_mm(16), 3, 20, flush), n16 = time_ms(new_mm(16), 3, 20, flush);
+        const double o256 = time_ms(old_mm(256), 1, 5, flush), n256 = time_ms(new_mm(256), 1, 5, flush);
+        const double p1 = time_ms([&] { weft_cu_xq_prep(dx, K, 1, &xq, 0); });
+        CK(cudaGetLastError());
+        printf("\n    M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s (hot %.4f ms %5.0f GB/s) | prep "
+               "%.4f ms"
+               "\n    M=4 %.4f / %.4f | M=16 %.4f / %.4f | M=256 %.3f / %.3f ms (%.1f / %.1f TFLOP/s)",
+               o1, W.w.bytes / o1 / 1e6, n1, W.w.bytes / n1 / 1e6, n1h, W.w.bytes / n1h / 1e6, p1, o4, n4,
+               o16, n16, o256, n256, 2.0 * 256 * N * K / o256 / 1e9, 2.0 * 256 * N * K / n256 / 1e9);
+    }
+    printf("\n");
+    cudaFree(dx);
+    cudaFree(db);
+    cudaFree(dy);
+    cudaFree(dy2);
+    cudaFree(xq.f);
+    cudaFree(xq.s);
+    W.release();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -231,6 +352,26 @@ int main(int argc, char **argv) {
         if (192 % L.group == 0) check_layout(L, 64, 192, false); // K blocks of 2 sub-blocks (fixture shapes)
         if (L.group == 32) check_layout(L, 48, 96, false);       // 1 sub-block per K block
     }
+    // the prepared-activation path: every 4-bit tensor-core format at check shapes (all SB / GPB variants)
+    for (const Layout &L : kLayouts) {
+        if (L.kind != WEFT_CU_Q4F) continue;
+        check_q4x(L, 1008, 512, false);
+        if (192 % L.group == 0) check_q4x(L, 64, 192, false);
+        if (L.group == 32) check_q4x(L, 48, 96, false);
+        if (L.group <= 64) check_q4x(L, 128, 64, false); // the fixtures' FFN shape
+    }
+    // decode-path timings first (the numbers this session is about): the 8B shapes, fused Q|K|V and gate|up
+    for (const Layout &L : kLayouts) {
+        if (L.kind != WEFT_CU_Q4F || L.group != (L.mode == WEFT_CU_OFF8 ? 32 : 64) || L.sdt == WEFT_CU_S_F16)
+            continue;
+        check_q4x(L, 14336, 4096, true);
+        check_q4x(L, 28672, 4096, true); // gate|up fused
+        check_q4x(L, 6144, 4096, true);  // q|k|v fused
+        check_q4x(L, 4096, 4096, true);  // o
+        check_q4x(L, 4096, 14336, true); // down
+        check_q4x(L, 1024, 4096, true);  // k or v alone (before fusion)
+    }
+    if (getenv("WEFT_MATMUL_QUICK")) return report("bench_cuda_matmul");
     for (const Layout &L : kLayouts) check_layout(L, N, K, true);
     if (argc == 3) return report("bench_cuda_matmul");
     // the 8B model's other 4-bit shapes: down projection (8 warps per tile on the mma path), k/v projection

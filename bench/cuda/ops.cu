@@ -174,6 +174,55 @@ void check_argmax(int64_t V, int rows) {
     cudaFree(dids);
 }
 
+// weft_cu_rmsnorm_xq == weft_cu_rmsnorm (Y) and == weft_cu_xq_prep of that Y (the prepared words and sums),
+// bit for bit, with and without a row map; timing of the fused norm against norm + prep.
+void check_rmsnorm_xq(int n, int rows) {
+    Rng rng(17);
+    std::vector<float> x((size_t)rows * n), w(n);
+    for (auto &v : x) v = rng.uniform() * 3.0f;
+    for (auto &v : w) v = 1.0f + 0.1f * rng.uniform();
+    float *dx = dev_upload(x), *dw = dev_upload(w), *dy = nullptr, *dy2 = nullptr;
+    CK(cudaMalloc(&dy, x.size() * sizeof(float)));
+    CK(cudaMalloc(&dy2, x.size() * sizeof(float)));
+    weft_cu_xq a{nullptr, nullptr, n}, b{nullptr, nullptr, n};
+    for (weft_cu_xq *q : {&a, &b}) {
+        CK(cudaMalloc(&q->f, (size_t)rows * n * sizeof(uint32_t)));
+        CK(cudaMalloc(&q->s, (size_t)rows * (n / 32) * sizeof(float)));
+        CK(cudaMemset(q->f, 0xff, (size_t)rows * n * sizeof(uint32_t)));
+    }
+    std::vector<int> map(rows);
+    for (int r = 0; r < rows; r++) map[r] = rows - 1 - r;
+    int *dmap = dev_upload(map);
+    bool ok = true;
+    for (int use_map = 0; use_map < 2; use_map++) {
+        const int *m = use_map ? dmap : nullptr;
+        CK(weft_cu_rmsnorm(dy, n, dx, n, m, dw, rows, n, 1e-5f, 0));
+        CK(weft_cu_xq_prep(dy, n, rows, &b, 0));
+        CK(weft_cu_rmsnorm_xq(dy2, n, dx, n, m, dw, rows, n, 1e-5f, &a, 0));
+        ok &= dev_download(dy, x.size()) == dev_download(dy2, x.size());
+        ok &= dev_download(a.f, (size_t)rows * n) == dev_download(b.f, (size_t)rows * n);
+        std::vector<float> sa = dev_download(a.s, (size_t)rows * (n / 32)), sb = dev_download(b.s, sa.size());
+        ok &= !memcmp(sa.data(), sb.data(), sa.size() * sizeof(float));
+    }
+    EXPECT(ok, "rmsnorm_xq n=%d rows=%d: differs from rmsnorm + prep", n, rows);
+    const double t0 = time_ms([&] {
+        weft_cu_rmsnorm(dy, n, dx, n, nullptr, dw, rows, n, 1e-5f, 0);
+        weft_cu_xq_prep(dy, n, rows, &b, 0);
+    });
+    const double t1 = time_ms([&] { weft_cu_rmsnorm_xq(dy2, n, dx, n, nullptr, dw, rows, n, 1e-5f, &a, 0); });
+    printf("rmsnorm_xq n=%-5d rows=%-4d same bits as norm + prep: %s  norm+prep %.4f ms, fused %.4f ms\n", n,
+           rows, ok ? "ok" : "FAIL", t0, t1);
+    for (weft_cu_xq *q : {&a, &b}) {
+        cudaFree(q->f);
+        cudaFree(q->s);
+    }
+    cudaFree(dx);
+    cudaFree(dw);
+    cudaFree(dy);
+    cudaFree(dy2);
+    cudaFree(dmap);
+}
+
 } // namespace
 
 int main() {
@@ -186,6 +235,10 @@ int main() {
     check_rmsnorm(128, 33);
     check_rmsnorm(4096, 1);
     check_rmsnorm(4096, 256);
+    check_rmsnorm_xq(64, 7);
+    check_rmsnorm_xq(96, 5);
+    check_rmsnorm_xq(4096, 1);
+    check_rmsnorm_xq(4096, 256);
     check_rope(4, 2, 16, 9, 64, true);
     check_rope(32, 8, 128, 1, 4096, false);
     check_rope(32, 8, 128, 256, 4096, false);

@@ -73,8 +73,8 @@ void weft_matmul(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_r
 void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_rows, float *Y,
                      int64_t ldy, weft_cpu_isa isa);
 
-/* y = x / sqrt(mean(x²) + eps) ⊙ w over n elements (sum in fixed order, fp32 as HF does). w may be NULL (=1).
- */
+/* y = x / sqrt(mean(x²) + eps) ⊙ w over n elements, fp32 as HF does; Σx² is weft_dot(x, x, n) (a fixed
+ * order). w may be NULL (=1). y may alias x. */
 void weft_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 
 /* Decodes a 1-D tensor (norm weights, biases) to a new fp32 array of n elements (malloc'd, caller frees). */

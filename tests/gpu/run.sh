@@ -5,7 +5,8 @@
 # exactness checks through the backend vtable, the kernel harnesses (correctness, row invariance, timing), and
 # the end-to-end model benchmark at the Llama-3.1-8B shape (WEFT_GPU_BENCH="q4_0 mlx4 f16" by default, plus
 # the 32B dense shape at Q4_0 and Q4_0 without CUDA graphs, unless WEFT_GPU_32B / WEFT_GPU_NOGRAPH are set empty;
-# WEFT_GPU_ATTN= skips the attention harness).
+# WEFT_GPU_ATTN= skips the attention harness; WEFT_GPU_BASELINE="q4_0" (default) also runs those formats with
+# WEFT_CUDA_BASELINE=1, session 2's kernels, side by side; WEFT_MATMUL_QUICK=1 skips the per-layout table).
 # Logs go to $OUT (when set) or /tmp/weft-gpu; a summary table is printed last. Exit status 1 on any failure.
 set -u
 BIN=${1:-carry}
@@ -31,12 +32,15 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,driver
     >"$LOG/gpu.txt" 2>&1
 cat "$LOG/gpu.txt"
 
-stage fixtures 90 "$BIN/test_cuda_backend"
+stage fixtures 150 "$BIN/test_cuda_backend"
 stage kernels_ops 40 "$BIN/bench_cuda_ops"
 if [ -n "${WEFT_GPU_ATTN-1}" ]; then stage kernels_attention 60 "$BIN/bench_cuda_attention"; fi
-stage kernels_matmul 150 "$BIN/bench_cuda_matmul"
+stage kernels_matmul 240 "$BIN/bench_cuda_matmul"
 for f in ${WEFT_GPU_BENCH:-q4_0 mlx4 f16}; do
     stage "model_8b_$f" 150 "$BIN/bench_cuda_model" "$f" 8b 512 128
+done
+for f in ${WEFT_GPU_BASELINE-q4_0}; do
+    stage "model_8b_${f}_baseline" 150 env WEFT_CUDA_BASELINE=1 "$BIN/bench_cuda_model" "$f" 8b 512 128
 done
 if [ -n "${WEFT_GPU_32B-1}" ]; then
     stage model_32b_q4_0 240 "$BIN/bench_cuda_model" q4_0 32b 256 64

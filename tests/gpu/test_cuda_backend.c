@@ -240,6 +240,23 @@ static void test_fixture(const char *name) {
         CHECK_MSG(graphs_eq, "%s: kernel-by-kernel launch differs from the graph", name);
     }
 
+    /* 1c. session 2's path (no fused matrices, fp32 activations into every matmul, per-row attention) gives
+     * the same bits: the fused and prepared paths change where work happens, not the arithmetic */
+    bool base_eq = false;
+    {
+        weft_backend be3;
+        setenv("WEFT_CUDA_BASELINE", "1", 1);
+        weft_status st3 = weft_cuda_backend_new(&f.cfg, f.ts, &o, &be3, &err);
+        unsetenv("WEFT_CUDA_BASELINE");
+        if (st3 == WEFT_OK) {
+            open_slot(&be3, 0);
+            feed(&be3, 0, f.ids, 0, T, &greedy, draws, other);
+            base_eq = !memcmp(whole, other, (size_t)T * V * sizeof(float));
+            be3.ops->destroy(be3.self);
+        }
+        CHECK_MSG(base_eq, "%s: the baseline path differs from the fused path", name);
+    }
+
     /* 2. one row per call (decode steps) in slot 1 */
     open_slot(&be, 1);
     for (int r = 0; r < T; r++) feed(&be, 1, f.ids, r, r + 1, &greedy, draws, other + (int64_t)r * V);
@@ -324,10 +341,10 @@ static void test_fixture(const char *name) {
     CHECK_MSG(free1 + ((size_t)8 << 20) >= free0, "%s: %zu bytes not returned after destroy", name,
               free0 - free1);
     fprintf(stderr,
-            "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s steps=%s chunks=%s caches=%s "
-            "resumed=%s 16conc=%s drafted=%s  %s\n",
+            "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s baseline=%s steps=%s chunks=%s "
+            "caches=%s resumed=%s 16conc=%s drafted=%s  %s\n",
             name, (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE",
-            steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE", caches_eq ? "eq" : "NE",
+            base_eq ? "eq" : "NE", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE", caches_eq ? "eq" : "NE",
             resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq", draft_bad ? "NE" : "eq",
             check_failures_ == fails0 ? "PASS" : "FAIL");
     free(whole);

@@ -317,6 +317,20 @@ def test_drafted_equals_serial(oai, model):
     assert drafted > 0 and accepted > 0, "no draft was proposed or kept: the comparison proved nothing"
 
 
+@pytest.mark.parametrize("pen", [{"frequency_penalty": -1.0}, {"presence_penalty": 1.0}, {"repetition_penalty": 1.3},
+                                 {"logit_bias": {"13": 3.0}}])
+def test_drafted_equals_serial_with_penalties(oai, model, pen):
+    """Penalties and logit_bias are applied per row in verify, counting the drafts before the row (SPEC §5.1):
+    drafted replies still equal serial ones."""
+    for sampling in (GREEDY, {"temperature": 0.8, "seed": 3}):
+        kw = dict(model=model, prompt="Once upon a time", max_tokens=120, **sampling)
+        d = oai.completions.create(**kw, extra_body={"ignore_eos": True, **pen})
+        s = oai.completions.create(**kw, extra_body={"ignore_eos": True, "draft": False, **pen})
+        assert sha_of(d) == sha_of(s), (pen, sampling, weft_of(d))
+    if "frequency_penalty" in pen:  # a negative frequency penalty makes the reply repeat: drafts are kept
+        assert weft_of(d)["accepted"] > 0
+
+
 # ---- prompt cache (SPEC §4.4, peers #15) ----
 
 LONG = ("Kip the frog had a blue hat. There was a little girl named Lily. She loved to play outside in the park "

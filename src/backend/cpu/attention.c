@@ -15,6 +15,8 @@ typedef struct att_job {
     int n_sb;     /* super-blocks of the longest row (split mode) */
     float *parts; /* split mode: [n_rows][n_heads][n_sb] × (2 + d) */
     int by_group; /* whole-row tasks over a kv head's query heads (else one query head) */
+    int per_task; /* (row, kv head) or (row, query head) units per task */
+    int64_t units;
 } att_job;
 
 static int n_super(int pos) {
@@ -133,6 +135,11 @@ void weft_attention_isa(weft_pool *p, const weft_attn_args *a, weft_cpu_isa isa)
     /* ~8 tasks per thread: a prefill chunk has thousands of (row, head) units, each only a few µs */
     j.units = j.by_group ? groups : (int64_t)a->n_rows * a->n_heads;
     j.per_task = (int)((j.units + 8 * threads - 1) / (8 * threads));
+    /* and at least ~16K multiply-adds per task (short contexts, small heads: a task is then a few µs) */
+    int64_t keys = 0;
+    for (int r = 0; r < a->n_rows; r++) keys += a->pos[r] + 1;
+    const int64_t per_unit = keys / a->n_rows * a->head_dim * 2 * (j.by_group ? j.G : 1) + 1;
+    if ((int64_t)j.per_task * per_unit < 16384) j.per_task = (int)(16384 / per_unit + 1);
     weft_pool_run(p, (j.units + j.per_task - 1) / j.per_task, task_rows, &j);
 }
 

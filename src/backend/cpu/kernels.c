@@ -5,8 +5,8 @@
 #include <string.h>
 
 void weft_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
-    float ss = 0.0f;
-    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    /* Σ x² in the canonical dot order (16 fma lanes, fixed tree): vectorised, and the same on every ISA */
+    const float ss = weft_dot(x, x, n);
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
     if (w)
         for (int64_t i = 0; i < n; i++) y[i] = w[i] * (x[i] * inv);

@@ -174,7 +174,7 @@ static void mm_few(const mm_job *j, int64_t o0, int64_t o1, int64_t r0, int64_t 
             for (int i = 0; i < MM_MR; i++) {
                 const int64_t row = o + (i < mr ? i : mr - 1); /* padding rows: computed, never written */
                 if (direct) {
-                    w[i] = (const float *)(j->W->data + (size_t)row * (size_t)K * 4) + k0;
+                    w[i] = (const float *)(const void *)(j->W->data + (size_t)row * (size_t)K * 4) + k0;
                     continue;
                 }
                 float *dst = buf + (int64_t)i * MM_KC;
@@ -239,8 +239,12 @@ static void mm_task(void *ctx, int64_t task, float *scratch) {
 
 void weft_matmul_isa(weft_pool *p, const weft_tensor *W, const float *X, int64_t n_rows, float *Y,
                      int64_t ldy, weft_cpu_isa isa) {
-    if (n_rows <= 0) return;
+    if (n_rows <= 0 || weft_tensor_rows(W) <= 0) return;
     mm_job j = {W, isa_get(isa), X, Y, n_rows, weft_tensor_cols(W), weft_tensor_rows(W), ldy, 0, 0, 0};
+    if (j.K <= 0) { /* an empty sum */
+        for (int64_t r = 0; r < n_rows; r++) memset(Y + r * ldy, 0, (size_t)j.out * sizeof(float));
+        return;
+    }
     /* The split only decides which thread computes which outputs, never how (see mm.h). About 4 tasks per
      * thread (a multiple of the thread count), each at least ~16K multiply-adds: every task costs two atomic
      * operations on lines both threads write, which matters for the small matrices of a decode step. Weight

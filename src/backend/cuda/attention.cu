@@ -10,6 +10,7 @@
 // kernel 2 folds them in ascending order, then writes o / l. Folding one span into an empty total returns it
 // unchanged, so both paths define the same function. Nothing depends on the other rows or on the grid size.
 #include "cuda_kernels.h"
+#include "attn_common.cuh"
 
 #include <math.h>
 
@@ -17,30 +18,6 @@ namespace {
 
 constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN, kThreads = 32 * SPAN;
 constexpr int kGMax = 8; // query heads of a kv head handled together (registers); more are taken 8 at a time
-
-// (m, l, o) ⊕ (m2, l2, o2): m' = max(m, m2), ca = e^(m−m'), cb = e^(m2−m'), l' = l·ca + l2·cb, o' = o·ca +
-// o2·cb.
-struct Fold {
-    float m, l, o;
-    __device__ __forceinline__ void add(float m2, float l2, float o2) {
-        const float mn = fmaxf(m, m2), ca = expf(m - mn), cb = expf(m2 - mn);
-        l = __fadd_rn(__fmul_rn(l, ca), __fmul_rn(l2, cb));
-        o = __fadd_rn(__fmul_rn(o, ca), __fmul_rn(o2, cb));
-        m = mn;
-    }
-};
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
 
 // Shared memory: q [G·d], block partials ob [SPAN][G·d], mb/lb [SPAN][G].
 __global__ void __launch_bounds__(kThreads)

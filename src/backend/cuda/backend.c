@@ -143,6 +143,7 @@ static void cu_destroy(void *self) {
     if (b->smu_ok) pthread_mutex_destroy(&b->smu);
     if (b->h_gsel) cudaFreeHost(b->h_gsel);
     if (b->h_ids) cudaFreeHost(b->h_ids);
+    if (b->h_tiles) cudaFreeHost(b->h_tiles);
     free(b->layers);
     free(b->kv);
     free(b->cap);
@@ -164,10 +165,25 @@ static const weft_backend_ops CUDA_OPS = {
 
 /* ---- creation ---- */
 
+/* A device matrix and the stored tensor(s) it is made of (several when fused at upload). */
 typedef struct mat_ref {
     weft_cu_weight *w;
-    const weft_tensor *t;
+    const weft_tensor *t[3];
+    int n;
+    bool interleave8;
 } mat_ref;
+
+/* Two planned weights that one WEFT_CU_Q4F matrix can hold (the same format and row length). */
+static bool same_q4f(const weft_cu_weight *a, const weft_cu_weight *b) {
+    return a->kind == WEFT_CU_Q4F && b->kind == WEFT_CU_Q4F && a->mode == b->mode && a->sdt == b->sdt &&
+           a->group == b->group && a->cols == b->cols;
+}
+
+static void plan_fused(weft_cu_weight *f, const weft_cu_weight *like, int64_t rows) {
+    *f = *like;
+    f->rows = rows;
+    f->bytes = weft_cu_weight_bytes(f->kind, f->mode, f->sdt, f->group, rows, f->cols);
+}
 
 static const weft_tensor *need(const weft_tensor_set *ts, const char *name, weft_err *err) {
     const weft_tensor *t = weft_tensor_set_get(ts, name);
@@ -187,9 +203,9 @@ static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_t
     *tied = cfg->tie_word_embeddings || !head || head == emb;
     if (*tied) head = emb;
     if ((st = cu_weight_plan(emb, b->V, H, &b->embed, err))) return st;
-    mats[n++] = (mat_ref){&b->embed, emb};
+    mats[n++] = (mat_ref){&b->embed, {emb}, 1, false};
     if ((st = cu_weight_plan(head, b->V, H, &b->head, err))) return st;
-    if (!*tied) mats[n++] = (mat_ref){&b->head, head};
+    if (!*tied) mats[n++] = (mat_ref){&b->head, {head}, 1, false};
     for (int64_t l = 0; l < b->L; l++) {
         cu_layer *ly = &b->layers[l];
         struct {
@@ -201,14 +217,31 @@ static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_t
             {"self_attn.v_proj.weight", &ly->wv, kvd, H}, {"self_attn.o_proj.weight", &ly->wo, H, qd},
             {"mlp.gate_proj.weight", &ly->wg, I, H},      {"mlp.up_proj.weight", &ly->wu, I, H},
             {"mlp.down_proj.weight", &ly->wd, H, I}};
+        const weft_tensor *tt[7];
         for (int i = 0; i < 7; i++) {
             char nm[160];
             snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, want[i].suffix);
-            const weft_tensor *t = need(ts, nm, err);
-            if (!t) return WEFT_EFORMAT;
-            if ((st = cu_weight_plan(t, want[i].rows, want[i].cols, want[i].w, err))) return st;
-            mats[n++] = (mat_ref){want[i].w, t};
+            tt[i] = need(ts, nm, err);
+            if (!tt[i]) return WEFT_EFORMAT;
+            if ((st = cu_weight_plan(tt[i], want[i].rows, want[i].cols, want[i].w, err))) return st;
         }
+        /* Q|K|V and gate|up as single matrices when their formats allow (one launch, one pass over x). */
+        ly->qkv = !b->baseline && same_q4f(&ly->wq, &ly->wk) && same_q4f(&ly->wq, &ly->wv);
+        ly->gu = !b->baseline && same_q4f(&ly->wg, &ly->wu);
+        if (ly->qkv) {
+            plan_fused(&ly->wqkv, &ly->wq, qd + 2 * kvd);
+            mats[n++] = (mat_ref){&ly->wqkv, {tt[0], tt[1], tt[2]}, 3, false};
+        } else {
+            for (int i = 0; i < 3; i++) mats[n++] = (mat_ref){want[i].w, {tt[i]}, 1, false};
+        }
+        mats[n++] = (mat_ref){&ly->wo, {tt[3]}, 1, false};
+        if (ly->gu) {
+            plan_fused(&ly->wgu, &ly->wg, 2 * I);
+            mats[n++] = (mat_ref){&ly->wgu, {tt[4], tt[5]}, 2, true};
+        } else {
+            for (int i = 4; i < 6; i++) mats[n++] = (mat_ref){want[i].w, {tt[i]}, 1, false};
+        }
+        mats[n++] = (mat_ref){&ly->wd, {tt[6]}, 1, false};
     }
     *n_mats = n;
     return WEFT_OK;
@@ -265,7 +298,10 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
                 {(void **)&b->d_gsel, R * sizeof(int)},
                 {(void **)&b->d_ids, R * sizeof(int32_t)},
                 {(void **)&b->attn_scratch,
-                 weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f}};
+                 weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f},
+                {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
+                {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
+                {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)}};
     weft_status st;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
@@ -274,6 +310,7 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     CU_TRY(cudaMallocHost((void **)&b->h_logits, R * V * f), "pinned logits");
     CU_TRY(cudaMallocHost((void **)&b->h_gsel, R * sizeof(int)), "pinned greedy-row table");
     CU_TRY(cudaMallocHost((void **)&b->h_ids, R * sizeof(int32_t)), "pinned greedy ids");
+    CU_TRY(cudaMallocHost((void **)&b->h_tiles, R * sizeof(weft_cu_tile)), "pinned tile table");
     return WEFT_OK;
 }
 
@@ -282,7 +319,9 @@ static size_t activation_bytes(const cu_backend *b) {
     return R * sizeof(float) * (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
            R * (sizeof(weft_cu_row) + 3 * sizeof(int)) +
            weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) *
-               sizeof(float);
+               sizeof(float) +
+           R * (2 * (size_t)b->xq_k * sizeof(uint32_t) + 2 * (size_t)(b->xq_k / 32) * sizeof(float) +
+                sizeof(weft_cu_tile));
 }
 
 static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts,
@@ -299,6 +338,11 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     b->V = cfg->vocab_size;
     b->L = cfg->n_layers;
     b->eps = (float)cfg->rms_norm_eps;
+    b->tile_rows = !b->baseline && weft_cu_attention_tiles_ok((int)b->Hq, (int)b->Hkv, (int)b->d)
+                       ? weft_cu_attention_tile_rows((int)b->Hq, (int)b->Hkv)
+                       : 0;
+    b->xq_k = b->H > b->Hq * b->d ? b->H : b->Hq * b->d;
+    if (b->I > b->xq_k) b->xq_k = b->I;
     if (b->H <= 0 || b->Hq <= 0 || b->Hkv <= 0 || b->d <= 0 || b->I <= 0 || b->V <= 0 || b->L <= 0 ||
         b->Hq % b->Hkv)
         return weft_err_set(err, WEFT_EFORMAT,
@@ -361,7 +405,10 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
             "rows %.1f MiB); %.1f MiB is free beyond the %.1f MiB reserve",
             MIB(need_bytes), MIB(wbytes), b->max_rows, MIB(b->act_bytes), MIB(avail), MIB(b->reserve));
     }
-    for (int i = 0; i < n_mats && !st; i++) st = cu_weight_upload(mats[i].t, mats[i].w, &b->allocs, err);
+    for (int i = 0; i < n_mats && !st; i++)
+        st = mats[i].n == 1 ? cu_weight_upload(mats[i].t[0], mats[i].w, &b->allocs, err)
+                            : cu_weight_upload_cat(mats[i].t, mats[i].n, mats[i].interleave8, mats[i].w,
+                                                   &b->allocs, err);
     free(mats);
     if (st) return st;
     if (tied) {
@@ -396,6 +443,9 @@ weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set 
     b->max_rows = opts->max_rows > 0 ? opts->max_rows : 256;
     b->max_context = opts->max_context > 0 ? opts->max_context : 4096;
     b->graphs = !opts->no_graphs;
+    /* WEFT_CUDA_BASELINE (non-empty): session 2's kernels and no fused matrices, for side-by-side timing. */
+    const char *base = getenv("WEFT_CUDA_BASELINE");
+    b->baseline = base && *base && strcmp(base, "0") != 0;
     weft_status st = create(b, cfg, ts, opts, err);
     if (st) {
         cu_destroy(b);

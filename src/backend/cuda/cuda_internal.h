@@ -37,6 +37,13 @@ weft_status cu_weight_plan(const weft_tensor *t, int64_t rows, int64_t cols, wef
 /* Converts t into the planned layout and copies it to new device memory (recorded in a). */
 weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs *a, weft_err *err);
 
+/* Uploads n_parts (<= 3) 4-bit tensors of one format [rows_p, cols] as one WEFT_CU_Q4F weight w (planned by
+ * the caller: w->rows = the sum of the parts' rows, the parts' kind/mode/sdt/group/cols): rows of part 0,
+ * then part 1, ..., or with interleave8 (two parts of equal rows) rows 16k..16k+7 = part 0's rows 8k..8k+7
+ * and rows 16k+8..16k+15 = part 1's. The values and scales are the parts' own, moved. */
+weft_status cu_weight_upload_cat(const weft_tensor *const *parts, int n_parts, bool interleave8,
+                                 weft_cu_weight *w, cu_allocs *a, weft_err *err);
+
 /* Decodes a 1-D tensor of n elements to fp32 and uploads it (recorded in a). NULL tensor: *out = NULL. */
 weft_status cu_vec_upload(const weft_tensor *t, int64_t n, float **out, cu_allocs *a, weft_err *err);
 

@@ -109,6 +109,10 @@ typedef struct weft_cu_epi {
     float *y[3];
     int64_t ld[3], end[3];
     const float *bias[3];
+    /* SWIGLU only, optional: also write the outputs as prepared words (weft_cu_xq.f for K = the output width,
+     * xf_nsub = K / 32), not the sums — so only for a consumer that reads none (WEFT_CU_OFF8 weights) */
+    uint32_t *xf;
+    int64_t xf_nsub;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
 
@@ -169,6 +173,21 @@ cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *row
                               int Hkv, int d, int layer, float scale, float *scratch, int max_context,
                               cudaStream_t stream);
 size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, int max_context);
+
+/* A query tile of the prefill attention: rows [r0, r0 + n) of the row table, all of one stream. */
+typedef struct weft_cu_tile {
+    int r0, n;
+} weft_cu_tile;
+
+/* The same attention (the same bits for every row as weft_cu_attention) for rows grouped in tiles, each
+ * tile's rows sharing the loads of every key block (attention_flash.cu): one block per (tile, kv head).
+ * Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (64 % (Hq/Hkv) == 0, d % 4 == 0, d <= 128) and tiles of at
+ * most weft_cu_attention_tile_rows(Hq, Hkv) rows; tiles: device memory [n_tiles]. No scratch. */
+int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d);
+int weft_cu_attention_tile_rows(int Hq, int Hkv);
+cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows,
+                                    const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
+                                    float scale, cudaStream_t stream);
 
 /* g[i] = silu(g[i])·u[i] = g/(1 + exp(−g))·u for i < n. */
 cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream);

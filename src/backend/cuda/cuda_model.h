@@ -11,6 +11,10 @@
 
 typedef struct cu_layer {
     weft_cu_weight wq, wk, wv, wo, wg, wu, wd;
+    /* Fused at upload when all parts are WEFT_CU_Q4F of one format (then the parts hold no device memory):
+     * wqkv = rows of q, k, v one after another; wgu = gate and up rows interleaved by 8 (SwiGLU epilogue). */
+    weft_cu_weight wqkv, wgu;
+    bool qkv, gu;
     float *bq, *bk, *bv;         /* device [Hq·d], [Hkv·d] or NULL */
     float *attn_norm, *ffn_norm; /* device [H] */
     float *q_norm, *k_norm;      /* device [d] (qwen3) or NULL */
@@ -37,7 +41,18 @@ typedef struct cu_backend {
     /* device activations for max_rows rows */
     float *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
     float *attn_scratch; /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
-    int max_pos;         /* largest position in the current forward */
+    /* activations prepared for the 4-bit matmul (weft_cu_xq): two buffers of max_rows rows of up to
+     * xq_k = max(H, Hq·d, I) elements (forward.c: xq_of, xq_down) */
+    uint32_t *xq_f;
+    float *xq_s;
+    int64_t xq_k;
+    /* query tiles of the prefill attention (weft_cu_attention_tiles), rebuilt per forward */
+    weft_cu_tile *d_tiles, *h_tiles;
+    int n_tiles;   /* tiles of the current forward; 0 = the per-row attention kernel */
+    int tile_rows; /* rows per tile (weft_cu_attention_tile_rows); 0 = tiles not used */
+    bool baseline; /* WEFT_CUDA_BASELINE set at creation: session 2's path (no fusion, fp32 x, per-row
+                      attention), the same bits — kept to measure the difference */
+    int max_pos;   /* largest position in the current forward */
     weft_cu_row *d_rows;
     int *d_outrows;
     /* pinned host mirrors */
@@ -61,7 +76,7 @@ typedef struct cu_backend {
     /* CUDA graph of the last forward's kernels, replayed while (rows, drawn rows, spans) repeat */
     bool graphs;
     cudaGraphExec_t exec;
-    int exec_n, exec_out, exec_spans;
+    int exec_n, exec_out, exec_spans, exec_tiles;
     cu_allocs allocs; /* weights, norms, activations */
     size_t weights_bytes, act_bytes, reserve;
 } cu_backend;

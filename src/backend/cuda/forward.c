@@ -27,7 +27,7 @@ static weft_status check_launch(cudaError_t e, const char *what, weft_err *err) 
 /* Builds the row table; returns rows and drawn rows through n / n_out. */
 static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_segs, int *n, int *n_out,
                                weft_err *err) {
-    int rows = 0, outs = 0;
+    int rows = 0, outs = 0, tiles = 0;
     b->max_pos = 0;
     for (int s = 0; s < n_segs; s++) {
         const weft_segment *g = &segs[s];
@@ -45,6 +45,9 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
         if (g->start + g->n_rows > b->cap[g->slot])
             return weft_err_set(err, WEFT_ERANGE, "segment %d: position %d outside the stream capacity %d", s,
                                 g->start + g->n_rows - 1, b->cap[g->slot]);
+        for (int r = 0; b->tile_rows > 0 && r < g->n_rows; r += b->tile_rows) /* prefill attention tiles */
+            b->h_tiles[tiles++] =
+                (weft_cu_tile){rows + r, g->n_rows - r < b->tile_rows ? g->n_rows - r : b->tile_rows};
         for (int r = 0; r < g->n_rows; r++) {
             int32_t tok = g->seq[g->start + r];
             if (tok < 0 || tok >= b->V)
@@ -58,8 +61,66 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
     }
     *n = rows;
     *n_out = outs;
+    /* Tiles pay off when they hold several rows on average (prefill chunks); decode rounds keep the per-row
+     * kernel. Either gives the same bits. */
+    b->n_tiles = b->tile_rows > 0 && rows >= 4 * tiles ? tiles : 0;
     return WEFT_OK;
 }
+
+/* The prepared-activation buffers for inputs of K elements: buffer 1 for the down projection (written by the
+ * gate/up epilogue while that matmul still reads buffer 0), buffer 0 for every other matmul. */
+static weft_cu_xq xq_of(const cu_backend *b, int64_t K) {
+    return (weft_cu_xq){b->xq_f, b->xq_s, K};
+}
+static weft_cu_xq xq_down(const cu_backend *b) {
+    return (weft_cu_xq){b->xq_f + (size_t)b->max_rows * (size_t)b->xq_k,
+                        b->xq_s + (size_t)b->max_rows * (size_t)(b->xq_k / 32), b->I};
+}
+
+/* Does a matmul on this weight read prepared activations (weft_cu_matmul_q4x)? */
+static bool wants_xq(const cu_backend *b, const weft_cu_weight *w) {
+    return !b->baseline && w->kind == WEFT_CU_Q4F;
+}
+
+/* Y = X·Wᵀ (+ bias) (+= with accumulate): on prepared activations when the weight reads them (the caller
+ * prepared X into the xq buffer), else on fp32 X. Both give the same bits (cuda_kernels.h). */
+static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, int64_t ldx, int n, float *Y,
+                      int64_t ldy, const float *bias, int accumulate, const char *what, weft_err *err) {
+    if (wants_xq(b, w)) {
+        const weft_cu_xq xq = X == b->g ? xq_down(b) : xq_of(b, w->cols);
+        const weft_cu_epi e = weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows);
+        LAUNCH(weft_cu_matmul_q4x(w, &xq, n, &e, b->stream), what);
+        return WEFT_OK;
+    }
+    LAUNCH(weft_cu_matmul(w, X, ldx, n, Y, ldy, bias, accumulate, b->stream), what);
+    return WEFT_OK;
+}
+
+/* Y = RMSNorm(X), also into the xq buffer when a consumer reads prepared activations. */
+static weft_status norm(cu_backend *b, float *Y, const float *X, const int *rowmap, const float *w, int n,
+                        bool xq, const char *what, weft_err *err) {
+    if (xq) {
+        const weft_cu_xq q = xq_of(b, b->H);
+        LAUNCH(weft_cu_rmsnorm_xq(Y, b->H, X, b->H, rowmap, w, n, (int)b->H, b->eps, &q, b->stream), what);
+    } else {
+        LAUNCH(weft_cu_rmsnorm(Y, b->H, X, b->H, rowmap, w, n, (int)b->H, b->eps, b->stream), what);
+    }
+    return WEFT_OK;
+}
+
+/* X [n, K] into the xq buffer when w reads prepared activations. */
+static weft_status prep(cu_backend *b, const weft_cu_weight *w, const float *X, int n, weft_err *err) {
+    if (!wants_xq(b, w)) return WEFT_OK;
+    const weft_cu_xq q = X == b->g ? xq_down(b) : xq_of(b, w->cols);
+    LAUNCH(weft_cu_xq_prep(X, w->cols, n, &q, b->stream), "preparing activations");
+    return WEFT_OK;
+}
+
+#define STEP(call)                                                                                           \
+    do {                                                                                                     \
+        weft_status s_ = (call);                                                                             \
+        if (s_) return s_;                                                                                   \
+    } while (0)
 
 static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
     const cudaStream_t st = b->stream;
@@ -68,11 +129,21 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
     LAUNCH(weft_cu_embed(&b->embed, b->d_rows, n, b->x, st), "embedding");
     for (int64_t l = 0; l < b->L; l++) {
         const cu_layer *ly = &b->layers[l];
-        LAUNCH(weft_cu_rmsnorm(b->xb, H, b->x, H, NULL, ly->attn_norm, n, (int)H, b->eps, st),
-               "attention norm");
-        LAUNCH(weft_cu_matmul(&ly->wq, b->xb, H, n, b->q, qd, ly->bq, 0, st), "q projection");
-        LAUNCH(weft_cu_matmul(&ly->wk, b->xb, H, n, b->k, kvd, ly->bk, 0, st), "k projection");
-        LAUNCH(weft_cu_matmul(&ly->wv, b->xb, H, n, b->v, kvd, ly->bv, 0, st), "v projection");
+        const bool xq_qkv = ly->qkv || wants_xq(b, &ly->wq) || wants_xq(b, &ly->wk) || wants_xq(b, &ly->wv);
+        STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, "attention norm", err));
+        if (ly->qkv) { /* one matrix, outputs split into q, k, v */
+            const weft_cu_xq xq = xq_of(b, H);
+            const weft_cu_epi e = {.mode = WEFT_CU_EPI_STORE,
+                                   .y = {b->q, b->k, b->v},
+                                   .ld = {qd, kvd, kvd},
+                                   .end = {qd, qd + kvd, qd + 2 * kvd},
+                                   .bias = {ly->bq, ly->bk, ly->bv}};
+            LAUNCH(weft_cu_matmul_q4x(&ly->wqkv, &xq, n, &e, st), "qkv projection");
+        } else {
+            STEP(mm(b, &ly->wq, b->xb, H, n, b->q, qd, ly->bq, 0, "q projection", err));
+            STEP(mm(b, &ly->wk, b->xb, H, n, b->k, kvd, ly->bk, 0, "k projection", err));
+            STEP(mm(b, &ly->wv, b->xb, H, n, b->v, kvd, ly->bv, 0, "v projection", err));
+        }
         if (ly->q_norm) {
             LAUNCH(weft_cu_rmsnorm(b->q, d, b->q, d, NULL, ly->q_norm, n * (int)b->Hq, (int)d, b->eps, st),
                    "q norm");
@@ -82,15 +153,36 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, (int)b->Hq, (int)b->Hkv, (int)d, (int)l,
                                   &b->rope, st),
                "rope");
-        LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv, (int)d,
-                                 (int)l, scale, b->attn_scratch, b->max_context, st),
-               "attention");
-        LAUNCH(weft_cu_matmul(&ly->wo, b->att, qd, n, b->x, H, NULL, 1, st), "o projection");
-        LAUNCH(weft_cu_rmsnorm(b->xb, H, b->x, H, NULL, ly->ffn_norm, n, (int)H, b->eps, st), "ffn norm");
-        LAUNCH(weft_cu_matmul(&ly->wg, b->xb, H, n, b->g, I, NULL, 0, st), "gate projection");
-        LAUNCH(weft_cu_matmul(&ly->wu, b->xb, H, n, b->u, I, NULL, 0, st), "up projection");
-        LAUNCH(weft_cu_swiglu(b->g, b->u, (int64_t)n * I, st), "swiglu");
-        LAUNCH(weft_cu_matmul(&ly->wd, b->g, I, n, b->x, H, NULL, 1, st), "down projection");
+        if (b->n_tiles > 0) {
+            LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, b->d_tiles, b->n_tiles, (int)b->Hq,
+                                           (int)b->Hkv, (int)d, (int)l, scale, st),
+                   "attention");
+        } else {
+            LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv, (int)d,
+                                     (int)l, scale, b->attn_scratch, b->max_context, st),
+                   "attention");
+        }
+        STEP(prep(b, &ly->wo, b->att, n, err));
+        STEP(mm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1, "o projection", err));
+        STEP(norm(b, b->xb, b->x, NULL, ly->ffn_norm, n,
+                  ly->gu || wants_xq(b, &ly->wg) || wants_xq(b, &ly->wu), "ffn norm", err));
+        /* The down projection's prepared words come from the SwiGLU epilogue when it needs no sums. */
+        const bool down_words = ly->gu && wants_xq(b, &ly->wd) && ly->wd.mode != WEFT_CU_AFFINE;
+        if (ly->gu) { /* gate|up interleaved by 8: SwiGLU in the epilogue, into g */
+            const weft_cu_xq xq = xq_of(b, H);
+            const weft_cu_epi e = {.mode = WEFT_CU_EPI_SWIGLU,
+                                   .y = {b->g, b->g, b->g},
+                                   .ld = {I, I, I},
+                                   .xf = down_words ? xq_down(b).f : NULL,
+                                   .xf_nsub = I / 32};
+            LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection");
+        } else {
+            STEP(mm(b, &ly->wg, b->xb, H, n, b->g, I, NULL, 0, "gate projection", err));
+            STEP(mm(b, &ly->wu, b->xb, H, n, b->u, I, NULL, 0, "up projection", err));
+            LAUNCH(weft_cu_swiglu(b->g, b->u, (int64_t)n * I, st), "swiglu");
+        }
+        if (!down_words) STEP(prep(b, &ly->wd, b->g, n, err));
+        STEP(mm(b, &ly->wd, b->g, I, n, b->x, H, NULL, 1, "down projection", err));
     }
     return WEFT_OK;
 }
@@ -98,11 +190,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
 static weft_status run_all(cu_backend *b, int n, int n_out, weft_err *err) {
     weft_status st = run_layers(b, n, err);
     if (st || n_out == 0) return st;
-    LAUNCH(weft_cu_rmsnorm(b->xb, b->H, b->x, b->H, b->d_outrows, b->final_norm, n_out, (int)b->H, b->eps,
-                           b->stream),
-           "final norm");
-    LAUNCH(weft_cu_matmul(&b->head, b->xb, b->H, n_out, b->logits, b->V, NULL, 0, b->stream), "lm head");
-    return WEFT_OK;
+    STEP(norm(b, b->xb, b->x, b->d_outrows, b->final_norm, n_out, wants_xq(b, &b->head), "final norm", err));
+    return mm(b, &b->head, b->xb, b->H, n_out, b->logits, b->V, NULL, 0, "lm head", err);
 }
 
 /* The kernels of a forward, launched directly or through the cached graph. Every kernel argument is fixed by
@@ -111,7 +200,8 @@ static weft_status run_all(cu_backend *b, int n, int n_out, weft_err *err) {
 static weft_status launch_all(cu_backend *b, int n, int n_out, weft_err *err) {
     if (!b->graphs) return run_all(b, n, n_out, err);
     const int spans = b->max_pos / (WEFT_CU_ATTN_KB * WEFT_CU_ATTN_SPAN) + 1;
-    if (!b->exec || b->exec_n != n || b->exec_out != n_out || b->exec_spans != spans) {
+    if (!b->exec || b->exec_n != n || b->exec_out != n_out || b->exec_spans != spans ||
+        b->exec_tiles != b->n_tiles) {
         if (b->exec) {
             cudaGraphExecDestroy(b->exec);
             b->exec = NULL;
@@ -135,6 +225,7 @@ static weft_status launch_all(cu_backend *b, int n, int n_out, weft_err *err) {
         b->exec_n = n;
         b->exec_out = n_out;
         b->exec_spans = spans;
+        b->exec_tiles = b->n_tiles;
     }
     CU_TRY(cudaGraphLaunch(b->exec, b->stream), "launching the forward graph");
     return WEFT_OK;
@@ -213,6 +304,10 @@ weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err
         CU_TRY(cudaMemcpyAsync(b->d_outrows, b->h_outrows, (size_t)n_out * sizeof(int),
                                cudaMemcpyHostToDevice, b->stream),
                "copying the drawn rows");
+    if (b->n_tiles > 0)
+        CU_TRY(cudaMemcpyAsync(b->d_tiles, b->h_tiles, (size_t)b->n_tiles * sizeof(weft_cu_tile),
+                               cudaMemcpyHostToDevice, b->stream),
+               "copying the tile table");
     if ((st = launch_all(b, n, n_out, err))) return st;
     if (n_dev > 0) {
         CU_TRY(cudaMemcpyAsync(b->d_gsel, b->h_gsel, (size_t)n_dev * sizeof(int), cudaMemcpyHostToDevice,

@@ -24,7 +24,8 @@ namespace {
 // One weight row's scales (or biases) of one K block: GPB consecutive values, aligned to their total size
 // (the row's values for block kb start at element row·ng + kb·GPB, and ng is a multiple of GPB).
 template <int SDT, int GPB> struct SRaw {
-    static constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2, BYTES = GPB * SSZ, N = BYTES >= 4 ? BYTES / 4 : 1;
+    static constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2, BYTES = GPB * SSZ,
+                         N = BYTES >= 4 ? BYTES / 4 : 1;
     uint32_t r[N];
     __device__ __forceinline__ void load(const void *base, int64_t idx) {
         const char *p = static_cast<const char *>(base) + idx * SSZ;
@@ -91,57 +92,98 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
     }
 };
 
-__device__ __forceinline__ float *seg_ptr(const weft_cu_epi &e, int s) {
-    return s == 0 ? e.y[0] : s == 1 ? e.y[1] : e.y[2];
+// One K block of one tile (the lane's loads in S) into the running sums: per sub-block, the two mma of each
+// activation quad, and at the end of a scale group the fold into acc (mma_q4.cu's arithmetic).
+template <int MODE, int SDT, int SB, int GPB, int RQ>
+__device__ __forceinline__ void
+q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float (&s1)[SB],
+          const uint32_t *xlane, const float *__restrict__ XS, int64_t nsub, int M, int row0, int kb, int g,
+          int t, float (&acc)[RQ][2], float (&C)[RQ][4], float (&sxg)[RQ]) {
+    constexpr int SPB = SB / GPB; // sub-blocks per scale group
+#pragma unroll
+    for (int j = 0; j < SB; j++) {
+        const bool first = j % SPB == 0, last = (j + 1) % SPB == 0;
+        uint32_t Pg[4], Ph[4];
+        q4_dec_word(S.wg[j], Pg);
+        q4_dec_word(S.wh[j], Ph);
+        float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
+        if (last) {
+            sg = S.sg.get(j / SPB);
+            sh = S.sh.get(j / SPB);
+            if (MODE == WEFT_CU_AFFINE) { // b + 8s, one rounding
+                bg = fmaf(8.0f, sg, S.bg.get(j / SPB));
+                bh = fmaf(8.0f, sh, S.bh.get(j / SPB));
+            }
+        }
+        const int64_t u = (int64_t)kb * SB + j;
+#pragma unroll
+        for (int q = 0; q < RQ; q++) {
+            uint4 xv;
+            float ls;
+            if (RQ == 1) {
+                xv = x1[j];
+                ls = s1[j];
+            } else {
+                const int xi = row0 + 4 * q + (g >> 1), si = row0 + 4 * q + t;
+                xv = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
+                            : make_uint4(0u, 0u, 0u, 0u);
+                ls = (MODE == WEFT_CU_AFFINE && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
+            }
+            if (first) C[q][0] = C[q][1] = C[q][2] = C[q][3] = 0.0f;
+            q4_mma(C[q], Pg[0], Ph[0], Pg[1], Ph[1], xv.x, xv.y);
+            q4_mma(C[q], Pg[2], Ph[2], Pg[3], Ph[3], xv.z, xv.w);
+            if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
+            if (last) {
+                const float pg = __fadd_rn(C[q][0], C[q][1]), ph = __fadd_rn(C[q][2], C[q][3]);
+                if (MODE == WEFT_CU_AFFINE) {
+                    acc[q][0] = fmaf(sg, pg, fmaf(bg, sxg[q], acc[q][0]));
+                    acc[q][1] = fmaf(sh, ph, fmaf(bh, sxg[q], acc[q][1]));
+                } else {
+                    acc[q][0] = fmaf(sg, pg, acc[q][0]);
+                    acc[q][1] = fmaf(sh, ph, acc[q][1]);
+                }
+            }
+        }
+    }
 }
 
-// Grid: persistent blocks (<= work units). Block: KW warps (KW from the weight shape, as mma_q4.cu).
-// Work unit wu: tile wu % ntiles, activation rows [rg·4·RQ, rg·4·RQ + 4·RQ) with rg = wu / ntiles.
-// Lane (g = lane / 4, t = lane % 4), per activation quad q: B column g = activation row 4q + g/2, part g % 2;
-// C fragment: rows g, g + 8 of the tile for activation row 4q + t.
+// x of one K block for RQ == 1 (activation rows 0..3): the lane's B words and the sums of row t.
+template <int MODE, int SB>
+__device__ __forceinline__ void q4x_load_x1(uint4 (&xv)[SB], float (&sv)[SB], const uint32_t *xlane,
+                                            const float *__restrict__ XS, int64_t nsub, int M, int kb, int g,
+                                            int t) {
+    const int xi = g >> 1;
+#pragma unroll
+    for (int j = 0; j < SB; j++) {
+        const int64_t u = (int64_t)kb * SB + j;
+        xv[j] = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
+                       : make_uint4(0u, 0u, 0u, 0u);
+        sv[j] = (MODE == WEFT_CU_AFFINE && t < M) ? __ldg(XS + (int64_t)t * nsub + u) : 0.0f;
+    }
+}
+
+// Grid: (N / 16 tiles, activation row groups of 4·RQ rows). Block: KW warps (KW from the weight shape, as
+// mma_q4.cu); warp w takes the K blocks w, w + KW, ... with D blocks of weight and scale loads in flight and
+// (RQ == 1) the next block's activations loaded one step ahead. Lane (g = lane / 4, t = lane % 4), per
+// activation quad q: B column g = activation row 4q + g/2, part g % 2; C fragment: tile rows g, g + 8 for
+// activation row 4q + t.
 template <int MODE, int SDT, int SB, int GPB, int RQ>
-__global__ void __launch_bounds__(256)
-    q4x_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, weft_cu_epi epi,
-               int nwork) {
+__global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__restrict__ XF,
+                                                  const float *__restrict__ XS, int M, weft_cu_epi epi) {
     constexpr int D = RQ == 1 ? 4 : 2; // K blocks of loads in flight per warp
-    constexpr int SPB = SB / GPB;      // sub-blocks per scale group
-    extern __shared__ float red[];     // [2][KW − 1][RQ][2][32]: the warps' sums, double-buffered by unit
+    extern __shared__ float red[];     // [KW − 1][RQ][2][32]: the warps' sums
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5);
     const int g = lane >> 2, t = lane & 3;
-    const int nblk = (int)(w.cols / (32 * SB)), per = (nblk + KW - 1) / KW;
-    const int64_t ntiles = w.rows / 16, ng = w.cols >> w.gshift, nsub = w.cols / 32;
-    const int nk = (nwork - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x, total = nk * per;
+    const int64_t tile = blockIdx.x, ng = w.cols >> w.gshift, nsub = w.cols / 32;
+    const int nblk = (int)(w.cols / (32 * SB)), row0 = (int)blockIdx.y * 4 * RQ;
+    const int mine = warp < nblk ? (nblk - warp + KW - 1) / KW : 0; // this warp's K blocks
     const uint32_t *qb = static_cast<const uint32_t *>(w.q) + lane * SB;
     const uint32_t *xlane = XF + (g & 1) * 16 + 4 * t;
 
-    // x of one K block for RQ == 1 (rows 0..3: a single row group)
-    auto load_x1 = [&](uint4 *xv, float *sv, int kb) {
-        const int xi = g >> 1;
-#pragma unroll
-        for (int j = 0; j < SB; j++) {
-            const int64_t u = (int64_t)kb * SB + j;
-            xv[j] = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
-                           : make_uint4(0u, 0u, 0u, 0u);
-            sv[j] = (MODE == WEFT_CU_AFFINE && t < M) ? __ldg(XS + (int64_t)t * nsub + u) : 0.0f;
-        }
-    };
-
     Stage<MODE, SDT, SB, GPB> st[D];
-    int l_n = 0, l_i = 0, l_wu = (int)blockIdx.x;
-    auto load_next = [&](Stage<MODE, SDT, SB, GPB> &s) {
-        if (l_n < total) {
-            const int kb = warp + l_i * KW;
-            if (kb < nblk) s.load(w, qb, l_wu % ntiles, nblk, kb, ng, g);
-        }
-        l_n++;
-        if (++l_i == per) {
-            l_i = 0;
-            l_wu += (int)gridDim.x;
-        }
-    };
 #pragma unroll
-    for (int s = 0; s < D; s++) load_next(st[s]);
-
+    for (int s = 0; s < D; s++)
+        if (s < mine) st[s].load(w, qb, tile, nblk, warp + s * KW, ng, g);
     float acc[RQ][2], C[RQ][4], sxg[RQ];
 #pragma unroll
     for (int q = 0; q < RQ; q++) {
@@ -157,140 +199,87 @@ __global__ void __launch_bounds__(256)
         xc[j] = make_uint4(0u, 0u, 0u, 0u);
         sc[j] = 0.0f;
     }
-    if (RQ == 1 && warp < nblk) load_x1(xc, sc, warp);
-
-    auto compute = [&](const Stage<MODE, SDT, SB, GPB> &S, int kb, int rg) {
-#pragma unroll
-        for (int j = 0; j < SB; j++) {
-            const bool first = j % SPB == 0, last = (j + 1) % SPB == 0;
-            uint32_t Pg[4], Ph[4];
-            q4_dec_word(S.wg[j], Pg);
-            q4_dec_word(S.wh[j], Ph);
-            float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
-            if (last) {
-                sg = S.sg.get(j / SPB);
-                sh = S.sh.get(j / SPB);
-                if (MODE == WEFT_CU_AFFINE) { // b + 8s, one rounding
-                    bg = fmaf(8.0f, sg, S.bg.get(j / SPB));
-                    bh = fmaf(8.0f, sh, S.bh.get(j / SPB));
-                }
-            }
-            const int64_t u = (int64_t)kb * SB + j;
-#pragma unroll
-            for (int q = 0; q < RQ; q++) {
-                uint4 xv;
-                float ls;
-                if (RQ == 1) {
-                    xv = xc[j];
-                    ls = sc[j];
-                } else {
-                    const int xi = rg * 4 * RQ + 4 * q + (g >> 1), si = rg * 4 * RQ + 4 * q + t;
-                    xv = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
-                                : make_uint4(0u, 0u, 0u, 0u);
-                    ls = (MODE == WEFT_CU_AFFINE && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
-                }
-                if (first) C[q][0] = C[q][1] = C[q][2] = C[q][3] = 0.0f;
-                q4_mma(C[q], Pg[0], Ph[0], Pg[1], Ph[1], xv.x, xv.y);
-                q4_mma(C[q], Pg[2], Ph[2], Pg[3], Ph[3], xv.z, xv.w);
-                if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
-                if (last) {
-                    const float pg = __fadd_rn(C[q][0], C[q][1]), ph = __fadd_rn(C[q][2], C[q][3]);
-                    if (MODE == WEFT_CU_AFFINE) {
-                        acc[q][0] = fmaf(sg, pg, fmaf(bg, sxg[q], acc[q][0]));
-                        acc[q][1] = fmaf(sh, ph, fmaf(bh, sxg[q], acc[q][1]));
-                    } else {
-                        acc[q][0] = fmaf(sg, pg, acc[q][0]);
-                        acc[q][1] = fmaf(sh, ph, acc[q][1]);
-                    }
-                }
-            }
-        }
-    };
-
-    // End of a work unit: the warps' sums meet in order ((w0 + w1) + w2) + ..., then the epilogue.
-    auto finish = [&](int wu, int k) {
-        float *rb = red + (size_t)(k & 1) * (size_t)(KW - 1) * RQ * 64;
-        if (warp > 0) {
-#pragma unroll
-            for (int q = 0; q < RQ; q++) {
-                rb[((warp - 1) * RQ + q) * 64 + lane] = acc[q][0];
-                rb[((warp - 1) * RQ + q) * 64 + 32 + lane] = acc[q][1];
-            }
-        }
-        __syncthreads();
-        if (warp == 0) {
-            const int64_t tile = wu % ntiles;
-            const int rg = (int)(wu / ntiles);
-#pragma unroll
-            for (int q = 0; q < RQ; q++) {
-                float v[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    v[r] = acc[q][r];
-                    for (int w2 = 1; w2 < KW; w2++) v[r] = __fadd_rn(v[r], rb[((w2 - 1) * RQ + q) * 64 + r * 32 + lane]);
-                }
-                const int i = rg * 4 * RQ + 4 * q + t;
-                if (i >= M) continue;
-                if (epi.mode == WEFT_CU_EPI_SWIGLU) {
-                    const float x = v[0];
-                    epi.y[0][(int64_t)i * epi.ld[0] + tile * 8 + g] = x / (1.0f + expf(-x)) * v[1];
-                    continue;
-                }
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const int64_t o = tile * 16 + g + 8 * r;
-                    const int s = o < epi.end[0] ? 0 : o < epi.end[1] ? 1 : 2;
-                    const int64_t oo = s == 0 ? o : o - epi.end[s - 1];
-                    const float *bias = s == 0 ? epi.bias[0] : s == 1 ? epi.bias[1] : epi.bias[2];
-                    const int64_t ld = s == 0 ? epi.ld[0] : s == 1 ? epi.ld[1] : epi.ld[2];
-                    float val = v[r];
-                    if (bias) val = __fadd_rn(val, bias[oo]);
-                    float *dst = seg_ptr(epi, s) + (int64_t)i * ld + oo;
-                    *dst = epi.accumulate ? __fadd_rn(*dst, val) : val;
-                }
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < RQ; q++) acc[q][0] = acc[q][1] = 0.0f;
-    };
-
-    int c_i = 0, c_wu = (int)blockIdx.x, c_k = 0;
-    for (int n0 = 0; n0 < total; n0 += D) {
+    if (RQ == 1 && mine > 0) q4x_load_x1<MODE, SB>(xc, sc, xlane, XS, nsub, M, warp, g, t);
+    for (int i0 = 0; i0 < mine; i0 += D) {
 #pragma unroll
         for (int s = 0; s < D; s++) {
-            if (n0 + s >= total) break; // uniform across the block
-            const int kb = warp + c_i * KW;
-            uint4 xn[SB];
-            float sn[SB];
-            if (RQ == 1) { // the next item's activations, one step ahead
-                const int nkb = warp + (c_i + 1 == per ? 0 : c_i + 1) * KW;
-                if (n0 + s + 1 < total && nkb < nblk) {
-                    load_x1(xn, sn, nkb);
-                } else {
+            const int i = i0 + s;
+            if (i < mine) { // warp-uniform
+                uint4 xn[SB];
+                float sn[SB];
+                if (RQ == 1) {
+                    if (i + 1 < mine) {
+                        q4x_load_x1<MODE, SB>(xn, sn, xlane, XS, nsub, M, warp + (i + 1) * KW, g, t);
+                    } else {
 #pragma unroll
-                    for (int j = 0; j < SB; j++) {
-                        xn[j] = make_uint4(0u, 0u, 0u, 0u);
-                        sn[j] = 0.0f;
+                        for (int j = 0; j < SB; j++) {
+                            xn[j] = make_uint4(0u, 0u, 0u, 0u);
+                            sn[j] = 0.0f;
+                        }
                     }
                 }
-            }
-            if (kb < nblk) compute(st[s], kb, (int)(c_wu / ntiles));
-            if (RQ == 1) {
+                q4x_block<MODE, SDT, SB, GPB, RQ>(st[s], xc, sc, xlane, XS, nsub, M, row0, warp + i * KW, g,
+                                                  t, acc, C, sxg);
+                if (RQ == 1) {
 #pragma unroll
-                for (int j = 0; j < SB; j++) {
-                    xc[j] = xn[j];
-                    sc[j] = sn[j];
+                    for (int j = 0; j < SB; j++) {
+                        xc[j] = xn[j];
+                        sc[j] = sn[j];
+                    }
                 }
+                if (i + D < mine) st[s].load(w, qb, tile, nblk, warp + (i + D) * KW, ng, g);
             }
-            if (c_i == per - 1) {
-                finish(c_wu, c_k);
-                c_k++;
-                c_wu += (int)gridDim.x;
-                c_i = 0;
+        }
+    }
+    // The warps' sums meet in order ((w0 + w1) + w2) + ..., then the epilogue.
+    if (warp > 0) {
+#pragma unroll
+        for (int q = 0; q < RQ; q++) {
+            red[((warp - 1) * RQ + q) * 64 + lane] = acc[q][0];
+            red[((warp - 1) * RQ + q) * 64 + 32 + lane] = acc[q][1];
+        }
+    }
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int q = 0; q < RQ; q++) {
+        float v0 = acc[q][0], v1 = acc[q][1];
+        for (int w2 = 1; w2 < KW; w2++) {
+            v0 = __fadd_rn(v0, red[((w2 - 1) * RQ + q) * 64 + lane]);
+            v1 = __fadd_rn(v1, red[((w2 - 1) * RQ + q) * 64 + 32 + lane]);
+        }
+        const int i = row0 + 4 * q + t;
+        if (epi.mode == WEFT_CU_EPI_SWIGLU) {
+            const float out = v0 / (1.0f + expf(-v0)) * v1;
+            if (i < M) epi.y[0][(int64_t)i * epi.ld[0] + tile * 8 + g] = out;
+            if (epi.xf) { // outputs 8·tile .. 8·tile+7 of row i are chunk t' = tile % 4 of sub-block tile / 4
+                const int jw = g & 3, p = g >> 2;
+                const float a = __shfl_sync(0xffffffffu, out, 4 * jw + t);
+                const float b = __shfl_sync(0xffffffffu, out, 4 * (jw + 4) + t);
+                const uint32_t word = q4_xfrag(a, b, (float)p);
+                if (i < M)
+                    epi.xf[((int64_t)i * epi.xf_nsub + tile / 4) * 32 + p * 16 + 4 * (tile % 4) + jw] = word;
+            }
+            continue;
+        }
+        if (i >= M) continue;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int64_t o = tile * 16 + g + 8 * r;
+            float *y;
+            const float *bias;
+            int64_t ld, oo;
+            if (o < epi.end[0]) {
+                y = epi.y[0], bias = epi.bias[0], ld = epi.ld[0], oo = o;
+            } else if (o < epi.end[1]) {
+                y = epi.y[1], bias = epi.bias[1], ld = epi.ld[1], oo = o - epi.end[0];
             } else {
-                c_i++;
+                y = epi.y[2], bias = epi.bias[2], ld = epi.ld[2], oo = o - epi.end[1];
             }
-            load_next(st[s]);
+            float val = r ? v1 : v0;
+            if (bias) val = __fadd_rn(val, bias[oo]);
+            float *dst = y + (int64_t)i * ld + oo;
+            *dst = epi.accumulate ? __fadd_rn(*dst, val) : val;
         }
     }
 }
@@ -324,17 +313,9 @@ __global__ void xq_prep_kernel(const float *__restrict__ X, int64_t ldx, int M, 
 template <int MODE, int SDT, int SB, int GPB, int RQ>
 cudaError_t launch_q4x(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                        cudaStream_t st) {
-    auto kern = q4x_kernel<MODE, SDT, SB, GPB, RQ>;
-    const int tiles = (int)(d.rows / 16), nrg = (M + 4 * RQ - 1) / (4 * RQ), nwork = tiles * nrg;
-    const size_t smem = sizeof(float) * 2 * (size_t)(KW - 1) * RQ * 64;
-    int dev = 0, sms = 0, occ = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, KW * 32, smem);
-    if (e != cudaSuccess) return e;
-    const int64_t cap = (int64_t)(occ > 0 ? occ : 1) * (sms > 0 ? sms : 1);
-    const int grid = (int)(nwork < cap ? nwork : cap);
-    kern<<<grid, KW * 32, smem, st>>>(d, xq->f, xq->s, M, epi, nwork);
+    const unsigned tiles = (unsigned)(d.rows / 16), nrg = (unsigned)((M + 4 * RQ - 1) / (4 * RQ));
+    const size_t smem = sizeof(float) * (size_t)(KW - 1) * RQ * 64;
+    q4x_kernel<MODE, SDT, SB, GPB, RQ><<<dim3(tiles, nrg), KW * 32, smem, st>>>(d, xq->f, xq->s, M, epi);
     return cudaGetLastError();
 }
 

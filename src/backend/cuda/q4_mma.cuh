@@ -36,7 +36,8 @@ __device__ __forceinline__ uint32_t q4_bf16x2_add(uint32_t v, uint32_t c) {
 // magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
 __device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
 #pragma unroll
-    for (int n = 0; n < 4; n++) P[n] = q4_bf16x2_add(((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u, 0xC308C308u);
+    for (int n = 0; n < 4; n++)
+        P[n] = q4_bf16x2_add(((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u, 0xC308C308u);
 }
 
 __device__ __forceinline__ void q4_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,

@@ -208,6 +208,77 @@ weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs 
     return st;
 }
 
+/* One 4-bit tensor's rows on the host in the WEFT_CU_Q4 word order [rows, cols/8] with its scales (and
+ * biases) [rows, cols/group]: GGUF Q4_0 repacked into `own`, MLX affine read where it is stored. */
+typedef struct q4_rows {
+    const uint8_t *q, *s, *b;
+    void *own;
+} q4_rows;
+
+static weft_status q4_rows_of(const weft_tensor *t, const weft_cu_weight *w, q4_rows *h, weft_err *err) {
+    memset(h, 0, sizeof *h);
+    const size_t n = (size_t)t->shape[0] * (size_t)w->cols, ng = n / (size_t)w->group;
+    if (t->dtype == WEFT_DT_MLX_AFFINE) {
+        h->q = t->data;
+        h->s = t->scales;
+        h->b = t->biases;
+        return WEFT_OK;
+    }
+    if (t->nbytes < ng * 18)
+        return weft_err_set(err, WEFT_EFORMAT, "tensor %s: %zu bytes stored, %zu expected", t->name,
+                            t->nbytes, ng * 18);
+    uint8_t *own = malloc(n / 2 + ng * 2);
+    if (!own) return weft_err_set(err, WEFT_ENOMEM, "out of host memory repacking %s", t->name);
+    repack_q4_0(t->data, (int64_t)ng, (uint32_t *)(void *)own, (uint16_t *)(void *)(own + n / 2));
+    h->own = own;
+    h->q = own;
+    h->s = own + n / 2;
+    return WEFT_OK;
+}
+
+weft_status cu_weight_upload_cat(const weft_tensor *const *parts, int n_parts, bool interleave8,
+                                 weft_cu_weight *w, cu_allocs *a, weft_err *err) {
+    const size_t R = (size_t)w->rows, rowb = (size_t)w->cols / 2, ssz = w->sdt == WEFT_CU_S_F32 ? 4 : 2;
+    const size_t sb = (size_t)w->cols / (size_t)w->group * ssz;
+    const bool affine = w->mode == WEFT_CU_AFFINE;
+    q4_rows h[3] = {{0}};
+    uint8_t *words = malloc(R * rowb), *perm = malloc(R * rowb), *sc = malloc(R * sb);
+    uint8_t *bi = affine ? malloc(R * sb) : NULL;
+    weft_status st = WEFT_OK;
+    if (!words || !perm || !sc || (affine && !bi) || n_parts < 1 || n_parts > 3)
+        st = weft_err_set(err, WEFT_ENOMEM, "out of host memory fusing %s (%zu rows)", parts[0]->name, R);
+    for (int p = 0; p < n_parts && !st; p++) st = q4_rows_of(parts[p], w, &h[p], err);
+    for (size_t r = 0; r < R && !st; r++) {
+        /* fused row r <- (part p, its row pr): rows one part after another, or gate/up interleaved by 8 */
+        int p = 0;
+        size_t pr = r;
+        if (interleave8) {
+            p = (r % 16) < 8 ? 0 : 1;
+            pr = 8 * (r / 16) + r % 8;
+        } else {
+            while (p < n_parts - 1 && pr >= (size_t)parts[p]->shape[0]) pr -= (size_t)parts[p++]->shape[0];
+        }
+        memcpy(words + r * rowb, h[p].q + pr * rowb, rowb);
+        memcpy(sc + r * sb, h[p].s + pr * sb, sb);
+        if (affine) memcpy(bi + r * sb, h[p].b + pr * sb, sb);
+    }
+    if (!st) {
+        weft_cu_q4f_pack(words, w->rows, w->cols, (uint32_t *)(void *)perm);
+        st = cu_alloc(a, &w->q, R * rowb, parts[0]->name, err);
+        if (!st) st = cu_alloc(a, &w->s, R * sb, parts[0]->name, err);
+        if (!st && affine) st = cu_alloc(a, &w->b, R * sb, parts[0]->name, err);
+        if (!st) st = copy_up(w->q, perm, R * rowb, err);
+        if (!st) st = copy_up(w->s, sc, R * sb, err);
+        if (!st && affine) st = copy_up(w->b, bi, R * sb, err);
+    }
+    for (int p = 0; p < 3; p++) free(h[p].own);
+    free(words);
+    free(perm);
+    free(sc);
+    free(bi);
+    return st;
+}
+
 weft_status cu_vec_upload(const weft_tensor *t, int64_t n, float **out, cu_allocs *a, weft_err *err) {
     *out = NULL;
     if (!t) return WEFT_OK;

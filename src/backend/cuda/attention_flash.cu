@@ -1,0 +1,194 @@
+// Prefill attention over query tiles (weft_cu_attention_tiles, cuda_kernels.h): the same arithmetic as the
+// decode kernel (attention.cu), organised so that a tile's rows share each key block's loads.
+//
+// One block per (tile of up to 64/G consecutive rows of one stream, kv head j): its 64 row-heads (row, query
+// head of the group) are spread over 8 warps, 8 per warp. For each key block of WEFT_CU_ATTN_KB positions
+// (aligned to absolute position 0, ascending, double-buffered into shared memory with cp.async), lane t of a
+// warp is key t for the warp's 8 row-heads:
+//   s_t = (q·k_t)·scale (fmaf over the head dims in order), m_b = max_t s_t, p_t = exp(s_t − m_b),
+//   l_b = Σ p_t (xor-shuffle tree), o_b = Σ_t p_t·v_t (fmaf over the block's KB slots in order, slots past
+//   the row's last key reading that key's row with p = 0),
+// then the block folds into the row-head's span partial (fold() of attn_common.cuh, ascending), a full span
+// folds into the total, and at the row's last block the output is o / l of the span (rows whose keys fit one
+// span) or of the total — step for step what attention.cu's span kernel and combine kernel compute, so a row
+// gives the same bits whichever kernel runs it and whatever rows share its tile.
+#include "cuda_kernels.h"
+#include "attn_common.cuh"
+
+namespace {
+
+constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
+constexpr int kWarps = 8, kRH = 8, kRowHeads = kWarps * kRH; // row-heads per block
+constexpr int kMaxD = 128, kDJ = kMaxD / 32;                 // head dims per lane: c = lane + 32·jj
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Shared memory: q [64][DP], then per buffer b: K [KB][DP], V [KB][DP]; DP = d + 4 (16-byte rows, no bank
+// conflicts when each lane reads its own key row).
+__global__ void __launch_bounds__(kWarps * 32)
+    attn_tile_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows,
+                     const weft_cu_tile *__restrict__ tiles, int Hq, int Hkv, int d, int layer, float scale) {
+    extern __shared__ __align__(16) float sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, j = blockIdx.y;
+    const int G = Hq / Hkv, kvd = Hkv * d, DP = d + 4;
+    const weft_cu_tile tl = tiles[blockIdx.x];
+    const int r0 = tl.r0, nr = tl.n;
+    const weft_cu_row row0 = rows[r0];
+    int P = row0.pos;
+    for (int k = 1; k < nr; k++) P = max(P, rows[r0 + k].pos);
+    float *sq = sm, *kv0 = sm + kRowHeads * DP;
+    const float *Kc = row0.kv + (size_t)(2 * layer) * (size_t)row0.cap * (size_t)kvd + (size_t)j * d;
+    const float *Vc = Kc + (size_t)row0.cap * (size_t)kvd;
+    const int nkb = P / KB + 1, d4 = d / 4;
+
+    auto issue = [&](int kb) { // K and V rows of key block kb that exist (<= P) into buffer kb & 1
+        float *Ks = kv0 + (size_t)(kb & 1) * 2 * KB * DP, *Vs = Ks + KB * DP;
+        const int t0 = kb * KB, nrow = min(KB, P + 1 - t0);
+        for (int idx = tid; idx < 2 * nrow * d4; idx += kWarps * 32) {
+            const int which = idx / (nrow * d4), rem = idx % (nrow * d4), rr = rem / d4, c4 = rem % d4;
+            const float *src = (which ? Vc : Kc) + (size_t)(t0 + rr) * kvd + 4 * c4;
+            cp_async16((which ? Vs : Ks) + rr * DP + 4 * c4, src);
+        }
+        cp_async_commit();
+    };
+    issue(0);
+    for (int i = tid; i < kRowHeads * d; i += kWarps * 32) {
+        const int rh = i / d, c = i % d, rr = rh / G, gg = rh % G;
+        sq[rh * DP + c] = rr < nr ? Q[((size_t)(r0 + rr) * Hq + (size_t)j * G + gg) * d + c] : 0.0f;
+    }
+
+    // This warp's row-heads: rh = warp·8 + i, row rr = rh / G of the tile, head gg = rh % G of the group.
+    int pos[kRH];
+    bool act[kRH];
+    float ms[kRH], ls[kRH], os[kRH][kDJ], mt[kRH], lt[kRH], ot[kRH][kDJ];
+#pragma unroll
+    for (int i = 0; i < kRH; i++) {
+        const int rh = warp * kRH + i, rr = rh / G;
+        act[i] = rr < nr;
+        pos[i] = act[i] ? rows[r0 + rr].pos : -1;
+        ms[i] = mt[i] = -INFINITY;
+        ls[i] = lt[i] = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < kDJ; jj++) os[i][jj] = ot[i][jj] = 0.0f;
+    }
+
+    for (int kb = 0; kb < nkb; kb++) {
+        if (kb + 1 < nkb) {
+            issue(kb + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const float *Ks = kv0 + (size_t)(kb & 1) * 2 * KB * DP, *Vs = Ks + KB * DP;
+        const int t0 = kb * KB;
+        // scores of key `lane` for the 8 row-heads, dims in order
+        float acc[kRH];
+#pragma unroll
+        for (int i = 0; i < kRH; i++) acc[i] = 0.0f;
+        const float *krow = Ks + lane * DP;
+        for (int c = 0; c < d; c += 4) {
+            const float4 k4 = *reinterpret_cast<const float4 *>(krow + c);
+#pragma unroll
+            for (int i = 0; i < kRH; i++) {
+                const float4 q4 = *reinterpret_cast<const float4 *>(sq + (warp * kRH + i) * DP + c);
+                acc[i] = fmaf(q4.x, k4.x, acc[i]);
+                acc[i] = fmaf(q4.y, k4.y, acc[i]);
+                acc[i] = fmaf(q4.z, k4.z, acc[i]);
+                acc[i] = fmaf(q4.w, k4.w, acc[i]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kRH; i++) {
+            if (!act[i] || t0 > pos[i]) continue; // warp-uniform: this row has no key in the block
+            const int nv = min(KB, pos[i] + 1 - t0);
+            const bool valid = lane < nv;
+            const float sc = valid ? acc[i] * scale : -INFINITY;
+            const float m = warp_max(sc);
+            const float p = valid ? expf(sc - m) : 0.0f;
+            const float l = warp_sum(p);
+            float o[kDJ];
+#pragma unroll
+            for (int jj = 0; jj < kDJ; jj++) o[jj] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KB; kk++) {
+                const float pk = __shfl_sync(0xffffffffu, p, kk);
+                const float *vrow = Vs + min(kk, nv - 1) * DP;
+#pragma unroll
+                for (int jj = 0; jj < kDJ; jj++) {
+                    if (jj * 32 >= d) break;
+                    const int c = jj * 32 + lane;
+                    o[jj] = fmaf(pk, vrow[c < d ? c : d - 1], o[jj]);
+                }
+            }
+            // fold the block into the span (Fold::add, its expf factors shared by the head's dims)
+            {
+                const float mn = fmaxf(ms[i], m), ca = expf(ms[i] - mn), cb = expf(m - mn);
+                ls[i] = __fadd_rn(__fmul_rn(ls[i], ca), __fmul_rn(l, cb));
+#pragma unroll
+                for (int jj = 0; jj < kDJ; jj++)
+                    os[i][jj] = __fadd_rn(__fmul_rn(os[i][jj], ca), __fmul_rn(o[jj], cb));
+                ms[i] = mn;
+            }
+            const bool row_end = kb == pos[i] / KB, span_end = (kb + 1) % SPAN == 0;
+            const bool single = pos[i] + 1 <= SPAN * KB;
+            if (!single && (span_end || row_end)) { // the span partial into the total (the combine kernel)
+                const float mn = fmaxf(mt[i], ms[i]), ca = expf(mt[i] - mn), cb = expf(ms[i] - mn);
+                lt[i] = __fadd_rn(__fmul_rn(lt[i], ca), __fmul_rn(ls[i], cb));
+#pragma unroll
+                for (int jj = 0; jj < kDJ; jj++)
+                    ot[i][jj] = __fadd_rn(__fmul_rn(ot[i][jj], ca), __fmul_rn(os[i][jj], cb));
+                mt[i] = mn;
+                ms[i] = -INFINITY;
+                ls[i] = 0.0f;
+#pragma unroll
+                for (int jj = 0; jj < kDJ; jj++) os[i][jj] = 0.0f;
+            }
+            if (row_end) {
+                const int rh = warp * kRH + i;
+                float *out = Out + ((size_t)(r0 + rh / G) * Hq + (size_t)j * G + rh % G) * d;
+#pragma unroll
+                for (int jj = 0; jj < kDJ; jj++) {
+                    const int c = jj * 32 + lane;
+                    if (c < d) out[c] = single ? os[i][jj] / ls[i] : ot[i][jj] / lt[i];
+                }
+            }
+        }
+        __syncthreads(); // the buffer is refilled two blocks later
+    }
+}
+
+} // namespace
+
+extern "C" int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d) {
+    return Hkv > 0 && Hq % Hkv == 0 && kRowHeads % (Hq / Hkv) == 0 && d > 0 && d <= kMaxD && d % 4 == 0;
+}
+
+extern "C" int weft_cu_attention_tile_rows(int Hq, int Hkv) {
+    return kRowHeads / (Hq / Hkv);
+}
+
+extern "C" cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows,
+                                               const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d,
+                                               int layer, float scale, cudaStream_t stream) {
+    if (n_tiles <= 0) return cudaSuccess;
+    if (!weft_cu_attention_tiles_ok(Hq, Hkv, d)) return cudaErrorInvalidValue;
+    const size_t smem = sizeof(float) * (size_t)(d + 4) * (kRowHeads + 4 * KB);
+    if (smem > 48 * 1024) {
+        cudaError_t e =
+            cudaFuncSetAttribute(attn_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    attn_tile_kernel<<<dim3((unsigned)n_tiles, (unsigned)Hkv), kWarps * 32, smem, stream>>>(
+        q, out, rows, tiles, Hq, Hkv, d, layer, scale);
+    return cudaGetLastError();
+}
