@@ -223,7 +223,10 @@ int main(int argc, char **argv) {
     weft_segment w = {1, 0, 4, seq, 4, 1, &sp, draws, NULL};
     forward_timed(&be, &w, 1);
     be.ops->release(be.self, 1);
-    for (int mode = 0; mode < 2; mode++) {
+    /* WEFT_BENCH_GREEDY_ONLY (non-empty): skip the temperature-1 pass (shorter device runs) */
+    const char *go = getenv("WEFT_BENCH_GREEDY_ONLY");
+    const int n_modes = go && *go ? 1 : 2;
+    for (int mode = 0; mode < n_modes; mode++) {
         const weft_sampling *ps = mode ? &sp : &greedy;
         const char *mname = mode ? "temperature 1 (host draws)" : "greedy (device argmax)";
         for (int i = 0; i < P; i++) seq[i] = (int32_t)((i * 7919 + 13) % V);

@@ -113,10 +113,6 @@ static size_t llama_state_bytes(const void *fam, int capacity) {
     return (size_t)m->L * 2 * (size_t)capacity * (size_t)(m->Hkv * m->d) * sizeof(float);
 }
 
-static void llama_state_init(const void *fam, void *state, int capacity) {
-    memset(state, 0, llama_state_bytes(fam, capacity));
-}
-
 /* Layer l's K (or V when which = 1) cache in a state of `cap` positions. */
 static float *cache_at(const llama *m, void *state, int cap, int64_t l, int which) {
     return (float *)state + ((size_t)l * 2 + (size_t)which) * (size_t)cap * (size_t)(m->Hkv * m->d);
@@ -136,7 +132,8 @@ static void llama_state_init_hdr(const void *fam, void *state, int capacity) {
     state_hdr *h = state;
     memset(h, 0, sizeof *h);
     h->capacity = capacity;
-    llama_state_init(fam, h + 1, capacity);
+    /* The KV rows are not cleared: a row is always written (at its position) before any attention reads it,
+     * and snapshots copy only rows below cache_len. Clearing gigabytes per request cost more than prefill. */
 }
 
 static void add_bias(float *y, const float *b, int64_t n_rows, int64_t n, int64_t stride) {

@@ -64,10 +64,12 @@ static const char *s_detok_feed(void *ctx, void *dt, int32_t id, size_t *len) {
     return d->buf;
 }
 
+/* The end of a reply: bytes of a character that max_tokens (or a stop) cut in half are dropped, not shown
+ * as U+FFFD: the reply text holds whole characters only (token_ids still carry every token). */
 static const char *s_detok_flush(void *ctx, void *dt, size_t *len) {
-    s_detok *d = dt;
-    *len = weft_detok_flush(&d->d, d->buf, d->cap);
-    return d->buf;
+    (void)dt;
+    *len = 0;
+    return "";
 }
 
 static void s_detok_free(void *ctx, void *dt) {

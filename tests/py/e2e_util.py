@@ -131,6 +131,13 @@ class Server:
         except OSError:
             return ""
 
+    def remove_log(self):
+        """Deletes the log (kept when a check failed, for the failure message to point at)."""
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
     def sanitizer_report(self):
         """The sanitizer report in the log, if ASan/UBSan/LSan wrote one."""
         text = self.log_tail(1 << 20)
@@ -179,6 +186,7 @@ def serving(model=None, *args, api_key=None, expect_rc=0):
         assert report is None, f"sanitizer report from {' '.join(s.cmd)}:\n{report}"
         if expect_rc is not None:
             assert rc == expect_rc, f"{' '.join(s.cmd)} exited with {rc} on SIGTERM:\n{s.log_tail()}"
+        s.remove_log()
 
 
 def extra(obj, key, default=None):

@@ -173,3 +173,4 @@ def test_sigint_during_generation():
     assert 0 < plain.usage.completion_tokens < 4000 and plain.choices[0].text
     # the queued request
     assert out["queued"] == 503 and out.get("queued_retry")
+    s.remove_log()

@@ -104,7 +104,7 @@ static void test_fixture(const char *name) {
     }
     weft_pool *pool1 = weft_pool_new(1, fm.scratch_floats), *pool2 = weft_pool_new(2, fm.scratch_floats);
     size_t sb = fm.ops->state_bytes(fm.self, cap);
-    void *states[3] = {malloc(sb), malloc(sb), malloc(sb)};
+    void *states[3] = {calloc(1, sb), calloc(1, sb), calloc(1, sb)};
     for (int i = 0; i < 3; i++) fm.ops->state_init(fm.self, states[i], cap);
     float *whole = malloc((size_t)T * V * sizeof(float)), *other = malloc((size_t)T * V * sizeof(float));
 
@@ -204,7 +204,7 @@ static void test_chat_fixture(const char *name) {
     }
     weft_pool *pool = weft_pool_new(2, fm.scratch_floats);
     size_t sb = fm.ops->state_bytes(fm.self, 64);
-    void *states[1] = {malloc(sb)};
+    void *states[1] = {calloc(1, sb)};
     fm.ops->state_init(fm.self, states[0], 64);
     float *logits = malloc((size_t)T * V * sizeof(float)), *last = malloc((size_t)V * sizeof(float));
     run_rows(&fm, pool, states, 0, ids, 0, T, logits);

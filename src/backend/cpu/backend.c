@@ -11,6 +11,8 @@ typedef struct cpu_backend {
     weft_pool *pool;
     int max_slots, max_rows;
     void **states;         /* [max_slots] family state, NULL when closed */
+    void **spare;          /* [max_slots] the slot's allocation, kept across streams */
+    size_t *spare_size;    /* [max_slots] its bytes */
     size_t *state_size;    /* [max_slots] */
     weft_row *rows;        /* [max_rows] */
     int *out_rows;         /* [max_rows] */
@@ -25,10 +27,19 @@ static weft_status cpu_open(void *self, int slot, int capacity, weft_err *err) {
     if (b->states[slot]) return weft_err_set(err, WEFT_EINVAL, "slot %d is already open", slot);
     if (capacity < 1) return weft_err_set(err, WEFT_EINVAL, "capacity %d < 1", capacity);
     size_t bytes = b->fam.ops->state_bytes(b->fam.self, capacity);
-    void *st = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    if (!st)
-        return weft_err_set(err, WEFT_ENOMEM, "cannot allocate %zu bytes of stream state (capacity %d)",
-                            bytes, capacity);
+    /* A slot keeps its memory between streams: allocating (and faulting in) a full-context state per request
+     * cost more than the prefill. Only a larger capacity reallocates. */
+    void *st = b->spare[slot];
+    if (!st || b->spare_size[slot] < bytes) {
+        free(st);
+        b->spare[slot] = NULL;
+        st = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+        if (!st)
+            return weft_err_set(err, WEFT_ENOMEM, "cannot allocate %zu bytes of stream state (capacity %d)",
+                                bytes, capacity);
+        b->spare[slot] = st;
+        b->spare_size[slot] = bytes;
+    }
     b->fam.ops->state_init(b->fam.self, st, capacity);
     b->states[slot] = st;
     b->state_size[slot] = bytes;
@@ -39,8 +50,7 @@ static weft_status cpu_open(void *self, int slot, int capacity, weft_err *err) {
 static void cpu_release(void *self, int slot) {
     cpu_backend *b = self;
     if (slot < 0 || slot >= b->max_slots || !b->states[slot]) return;
-    free(b->states[slot]);
-    b->states[slot] = NULL;
+    b->states[slot] = NULL; /* the memory stays in spare[slot] for the slot's next stream */
     b->used_bytes -= b->state_size[slot];
     b->state_size[slot] = 0;
 }
@@ -133,6 +143,9 @@ static void cpu_destroy(void *self) {
     cpu_backend *b = self;
     if (!b) return;
     for (int s = 0; b->states && s < b->max_slots; s++) cpu_release(b, s);
+    for (int s = 0; b->spare && s < b->max_slots; s++) free(b->spare[s]);
+    free(b->spare);
+    free(b->spare_size);
     if (b->fam.ops) b->fam.ops->destroy(b->fam.self);
     weft_pool_free(b->pool);
     weft_sampler_free(b->sampler);
@@ -171,11 +184,14 @@ weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_o
     b->pool = weft_pool_new(opts->threads > 0 ? opts->threads : 1, fam.scratch_floats);
     b->states = calloc((size_t)b->max_slots, sizeof *b->states);
     b->state_size = calloc((size_t)b->max_slots, sizeof *b->state_size);
+    b->spare = calloc((size_t)b->max_slots, sizeof *b->spare);
+    b->spare_size = calloc((size_t)b->max_slots, sizeof *b->spare_size);
     b->rows = malloc((size_t)b->max_rows * sizeof *b->rows);
     b->out_rows = malloc((size_t)b->max_rows * sizeof *b->out_rows);
     b->logits = malloc(logit_bytes);
     b->sampler = weft_sampler_new(fam.vocab_size);
-    if (!b->pool || !b->states || !b->state_size || !b->rows || !b->out_rows || !b->logits || !b->sampler) {
+    if (!b->pool || !b->states || !b->state_size || !b->spare || !b->spare_size || !b->rows || !b->out_rows ||
+        !b->logits || !b->sampler) {
         cpu_destroy(b);
         return weft_err_set(err, WEFT_ENOMEM,
                             "cannot allocate the CPU backend (%zu bytes of logits for %d rows)", logit_bytes,
