@@ -429,8 +429,8 @@ int main(int argc, char **argv) {
     }
     // decode-path timings first (the numbers this session is about): the 8B shapes, fused Q|K|V and gate|up
     for (const Layout &L : kLayouts) {
-        if (L.kind != WEFT_CU_Q4F || L.group != (L.mode == WEFT_CU_OFF8 ? 32 : 64) || L.sdt == WEFT_CU_S_F16)
-            continue;
+        const bool q4_0 = L.mode == WEFT_CU_OFF8, mlx_g64_bf16 = L.group == 64 && L.sdt == WEFT_CU_S_BF16;
+        if (L.kind != WEFT_CU_Q4F || !(q4_0 || mlx_g64_bf16)) continue;
         check_q4x(L, 14336, 4096, true);
         if (L.mode != WEFT_CU_OFF8) continue; // the other shapes: Q4_0 (the llama.cpp comparison) only
         check_q4x(L, 28672, 4096, true);      // gate|up fused

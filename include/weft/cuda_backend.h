@@ -7,9 +7,12 @@
  * each open slot owns an fp32 KV cache in device memory; forward() runs one pass of row-invariant kernels
  * over every segment's rows; the logits of the drawn rows are copied back and sampled on the host with
  * weft_sample (SPEC §5: the same fp64 code as the CPU backend, so the draws are exactly what the CPU sampler
- * makes of those logits). Activations are fp32 (SPEC §5.5's fp32 tolerance applies). A forward's kernels are
- * captured once into a CUDA graph per shape (rows, drawn rows, attention spans) and replayed while the shape
- * repeats (decode rounds).
+ * makes of those logits). Activations are fp32 (SPEC §5.5's fp32 tolerance applies). 4-bit q|k|v and gate|up
+ * matrices of one format are fused at upload (one matmul each, SwiGLU in the gate|up epilogue), activations
+ * are prepared once per matmul input, and prefill chunks take the tiled attention kernel — all with the same
+ * bits as the unfused path, which the environment variable WEFT_CUDA_BASELINE=1 (read at creation) selects
+ * for side-by-side measurement. A forward's kernels are captured once into a CUDA graph per shape (rows,
+ * drawn rows, attention spans) and replayed while the shape repeats (decode rounds).
  *
  * Memory (SPEC §4.6): the device's free memory is read (cudaMemGetInfo) before anything is uploaded; weights
  * + activations + logits must fit under free − reserve, else WEFT_ENOMEM with the numbers. open() checks the

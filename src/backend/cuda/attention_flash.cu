@@ -33,7 +33,7 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Shared memory: q [64][DP], then per buffer b: K [KB][DP], V [KB][DP]; DP = d + 4 (16-byte rows, no bank
-// conflicts when each lane reads its own key row).
+// conflicts when each lane reads its own key row); then per warp the block's probabilities [KB][8].
 __global__ void __launch_bounds__(kWarps * 32)
     attn_tile_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows,
                      const weft_cu_tile *__restrict__ tiles, int Hq, int Hkv, int d, int layer, float scale) {
@@ -46,6 +46,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     int P = row0.pos;
     for (int k = 1; k < nr; k++) P = max(P, rows[r0 + k].pos);
     float *sq = sm, *kv0 = sm + kRowHeads * DP;
+    float *sp = kv0 + 4 * KB * DP + warp * KB * kRH; // this warp's probabilities [key][row-head]
     const float *Kc = row0.kv + (size_t)(2 * layer) * (size_t)row0.cap * (size_t)kvd + (size_t)j * d;
     const float *Vc = Kc + (size_t)row0.cap * (size_t)kvd;
     const int nkb = P / KB + 1, d4 = d / 4;
@@ -107,36 +108,70 @@ __global__ void __launch_bounds__(kWarps * 32)
                 acc[i] = fmaf(q4.w, k4.w, acc[i]);
             }
         }
+        // softmax of the block per row-head (lane = key); p goes to shared memory [key][row-head]
+        float mb[kRH], lb[kRH];
+        bool live[kRH], full[kRH];
 #pragma unroll
         for (int i = 0; i < kRH; i++) {
-            if (!act[i] || t0 > pos[i]) continue; // warp-uniform: this row has no key in the block
+            live[i] = act[i] && t0 <= pos[i]; // warp-uniform: the row has keys in this block
+            full[i] = live[i] && t0 + KB - 1 <= pos[i];
+            mb[i] = lb[i] = 0.0f;
+            if (!live[i]) continue;
             const int nv = min(KB, pos[i] + 1 - t0);
             const bool valid = lane < nv;
             const float sc = valid ? acc[i] * scale : -INFINITY;
-            const float m = warp_max(sc);
-            const float p = valid ? expf(sc - m) : 0.0f;
-            const float l = warp_sum(p);
-            float o[kDJ];
+            mb[i] = warp_max(sc);
+            const float p = valid ? expf(sc - mb[i]) : 0.0f;
+            lb[i] = warp_sum(p);
+            sp[lane * kRH + i] = p;
+        }
+        __syncwarp();
+        // o_b = Σ_kk p_kk·v_kk in key order: rows whose block is full share each V row's loads; a row's last,
+        // partial block reads its last key's row for the slots past it (p = 0 there), as attention.cu does
+        float o[kRH][kDJ];
 #pragma unroll
-            for (int jj = 0; jj < kDJ; jj++) o[jj] = 0.0f;
+        for (int i = 0; i < kRH; i++)
 #pragma unroll
+            for (int jj = 0; jj < kDJ; jj++) o[i][jj] = 0.0f;
+        for (int kk = 0; kk < KB; kk++) {
+            const float4 pa = *reinterpret_cast<const float4 *>(sp + kk * kRH);
+            const float4 pb = *reinterpret_cast<const float4 *>(sp + kk * kRH + 4);
+            const float pk[kRH] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+            for (int jj = 0; jj < kDJ; jj++) {
+                if (jj * 32 >= d) break;
+                const int c = jj * 32 + lane;
+                const float v = Vs[kk * DP + (c < d ? c : d - 1)];
+#pragma unroll
+                for (int i = 0; i < kRH; i++)
+                    if (full[i]) o[i][jj] = fmaf(pk[i], v, o[i][jj]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kRH; i++) {
+            if (!live[i] || full[i]) continue;
+            const int nv = pos[i] + 1 - t0;
             for (int kk = 0; kk < KB; kk++) {
-                const float pk = __shfl_sync(0xffffffffu, p, kk);
+                const float pk = sp[kk * kRH + i];
                 const float *vrow = Vs + min(kk, nv - 1) * DP;
 #pragma unroll
                 for (int jj = 0; jj < kDJ; jj++) {
                     if (jj * 32 >= d) break;
                     const int c = jj * 32 + lane;
-                    o[jj] = fmaf(pk, vrow[c < d ? c : d - 1], o[jj]);
+                    o[i][jj] = fmaf(pk, vrow[c < d ? c : d - 1], o[i][jj]);
                 }
             }
+        }
+#pragma unroll
+        for (int i = 0; i < kRH; i++) {
+            if (!live[i]) continue;
             // fold the block into the span (Fold::add, its expf factors shared by the head's dims)
             {
-                const float mn = fmaxf(ms[i], m), ca = expf(ms[i] - mn), cb = expf(m - mn);
-                ls[i] = __fadd_rn(__fmul_rn(ls[i], ca), __fmul_rn(l, cb));
+                const float m = mb[i], mn = fmaxf(ms[i], m), ca = expf(ms[i] - mn), cb = expf(m - mn);
+                ls[i] = __fadd_rn(__fmul_rn(ls[i], ca), __fmul_rn(lb[i], cb));
 #pragma unroll
                 for (int jj = 0; jj < kDJ; jj++)
-                    os[i][jj] = __fadd_rn(__fmul_rn(os[i][jj], ca), __fmul_rn(o[jj], cb));
+                    os[i][jj] = __fadd_rn(__fmul_rn(os[i][jj], ca), __fmul_rn(o[i][jj], cb));
                 ms[i] = mn;
             }
             const bool row_end = kb == pos[i] / KB, span_end = (kb + 1) % SPAN == 0;
@@ -182,7 +217,7 @@ extern "C" cudaError_t weft_cu_attention_tiles(const float *q, float *out, const
                                                int layer, float scale, cudaStream_t stream) {
     if (n_tiles <= 0) return cudaSuccess;
     if (!weft_cu_attention_tiles_ok(Hq, Hkv, d)) return cudaErrorInvalidValue;
-    const size_t smem = sizeof(float) * (size_t)(d + 4) * (kRowHeads + 4 * KB);
+    const size_t smem = sizeof(float) * ((size_t)(d + 4) * (kRowHeads + 4 * KB) + (size_t)kWarps * KB * kRH);
     if (smem > 48 * 1024) {
         cudaError_t e =
             cudaFuncSetAttribute(attn_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

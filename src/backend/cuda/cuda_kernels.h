@@ -117,9 +117,8 @@ typedef struct weft_cu_epi {
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
 
 /* The WEFT_CU_Q4F matmul on prepared activations (xq->K == w->cols), M rows: the same bits as
- * weft_cu_matmul_q4f on the fp32 rows xq was prepared from (one arithmetic, see mma_q4x.cu), with the
- * epilogue above. Blocks are persistent (as many as fit on the device; which block takes which tile never
- * changes a tile's arithmetic). */
+ * weft_cu_matmul_q4f on the fp32 rows xq was prepared from (one arithmetic, see mma_q4x.cu; checked bit for
+ * bit by bench_cuda_matmul and the fixtures' baseline comparison), with the epilogue above. */
 cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                                cudaStream_t stream);
 

@@ -7,12 +7,9 @@
 //  - the activations arrive already split into hi/lo bf16 pairs in fragment order, with their 32-element
 //    sums (weft_cu_xq, written once per matmul input by the prep or the RMSNorm that makes them), instead of
 //    every warp converting fp32 x for every tile;
-//  - a block is persistent: it takes work units (one 16-row tile x one group of activation rows)
-//    blockIdx.x, blockIdx.x + gridDim.x, ..., and each warp streams its K blocks of one unit after another
-//    with D blocks of weight and scale loads in flight across unit boundaries (the scales ride with the
-//    words instead of being read when a group ends), and the next block's activations loaded one step
-//    ahead. Which block computes a unit never changes the unit's arithmetic, so the grid may follow the
-//    device's SM count;
+//  - each warp keeps D K blocks of weight and scale loads in flight (the scales ride with the words instead
+//    of being read when a group ends; D = 4 at one activation quad), and loads the next block's activations
+//    one step ahead;
 //  - epilogues: bias and residual add (as before), split of one matrix's outputs into up to three buffers
 //    (Q|K|V fused at upload), and SwiGLU (gate|up fused at upload with rows interleaved by 8, so a lane holds
 //    gate row o and up row o of one activation row: out = g / (1 + e^(−g))·u, the swiglu kernel's formula).
@@ -170,8 +167,8 @@ __device__ __forceinline__ void q4x_load_x1(uint4 (&xv)[SB], float (&sv)[SB], co
 template <int MODE, int SDT, int SB, int GPB, int RQ>
 __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__restrict__ XF,
                                                   const float *__restrict__ XS, int M, weft_cu_epi epi) {
-    constexpr int D = RQ == 1 ? 4 : 2; // K blocks of loads in flight per warp
-    extern __shared__ float red[];     // [KW − 1][RQ][2][32]: the warps' sums
+    constexpr int D = RQ == 8 ? 2 : RQ == 4 ? 3 : 4; // K blocks of loads in flight per warp
+    extern __shared__ float red[];                   // [KW − 1][RQ][2][32]: the warps' sums
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5);
     const int g = lane >> 2, t = lane & 3;
     const int64_t tile = blockIdx.x, ng = w.cols >> w.gshift, nsub = w.cols / 32;
