@@ -27,7 +27,8 @@ const cli_flag weft_cli_flags[] = {
      "positions per stream (prompt + reply)"},
     {"--parallel", FLAG_STRING, SRV, OFF(parallel), 0, "auto", "streams sharing rounds (N or auto)"},
     {"--max-queue", FLAG_INT, SRV, OFF(max_queue), 0, "256", "waiting requests beyond this get 503"},
-    {"--max-tokens", FLAG_INT, SRV | RUN, OFF(max_tokens), 0, "4096 (serve), 256 (run)", "reply token limit"},
+    {"--max-tokens", FLAG_INT, SRV | RUN, OFF(max_tokens), 0, "4096, capped by the context",
+     "reply token limit"},
     {"--temperature", FLAG_DOUBLE, SAMPLE, OFF(temperature), OFF(has_temperature), "generation_config or 1.0",
      "sampling temperature (0 = greedy)"},
     {"--top-p", FLAG_DOUBLE, SAMPLE, OFF(top_p), OFF(has_top_p), "generation_config or 1.0",
@@ -68,7 +69,6 @@ void cli_defaults(cli_options *o) {
     o->backend = "auto";
     o->parallel = "auto";
     o->max_queue = 256;
-    o->max_tokens = -1;
     o->seed_salt = "0";
     o->log_format = "text";
     o->prompt_len = 128;
@@ -129,7 +129,32 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
     return 0;
 }
 
+static int cli_parse_args(unsigned cmd, int argc, char **argv, cli_options *o);
+
+/* Counts that cannot be negative (0 keeps the default); threads have a sane upper bound. */
+static int check_counts(const cli_options *o) {
+    struct {
+        const char *name;
+        int v, max;
+    } c[] = {{"--threads", o->threads, 1024},          {"--context", o->context, 1 << 30},
+             {"--max-tokens", o->max_tokens, 1 << 30}, {"--max-queue", o->max_queue, 1 << 20},
+             {"--prompt-len", o->prompt_len, 1 << 30}, {"--gen-len", o->gen_len, 1 << 30},
+             {"--repeat", o->repeat, 1 << 20},         {"--port", o->port, 65535}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        if (c[i].v < 0 || c[i].v > c[i].max) {
+            fprintf(stderr, "weft: %s must be between 0 and %d, got %d\n", c[i].name, c[i].max, c[i].v);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 int cli_parse(unsigned cmd, int argc, char **argv, cli_options *o) {
+    int rc = cli_parse_args(cmd, argc, argv, o);
+    return rc ? rc : check_counts(o);
+}
+
+static int cli_parse_args(unsigned cmd, int argc, char **argv, cli_options *o) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

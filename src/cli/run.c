@@ -118,10 +118,10 @@ static int prompt_ids(const cli_options *o, const weft_model *m, int32_t **ids, 
     return rc;
 }
 
-static void write_report(const cli_options *o, const int32_t *prompt, int n_prompt, const int32_t *gen,
-                         int n_gen, const double *margins, const char *sha, const char *text,
-                         const char *reason, double load_s, const weft_request_stats *rs,
-                         const weft_sampling *s) {
+static int write_report(const cli_options *o, const int32_t *prompt, int n_prompt, const int32_t *gen,
+                        int n_gen, const double *margins, const char *sha, const char *text,
+                        const char *reason, double load_s, const weft_request_stats *rs,
+                        const weft_sampling *s) {
     json_t *r = json_object(), *pi = json_array(), *ti = json_array();
     for (int i = 0; i < n_prompt; i++) json_array_append_new(pi, json_integer(prompt[i]));
     for (int i = 0; i < n_gen; i++) json_array_append_new(ti, json_integer(gen[i]));
@@ -146,9 +146,13 @@ static void write_report(const cli_options *o, const int32_t *prompt, int n_prom
     json_object_set_new(r, "sampling",
                         json_pack("{s:f, s:f, s:i, s:f, s:s}", "temperature", s->temperature, "top_p",
                                   s->top_p, "top_k", s->top_k, "min_p", s->min_p, "seed", seed));
-    if (json_dump_file(r, o->report, JSON_INDENT(1)))
+    int rc = 0;
+    if (json_dump_file(r, o->report, JSON_INDENT(1))) {
         fprintf(stderr, "weft: cannot write report %s\n", o->report);
+        rc = 1;
+    }
     json_decref(r);
+    return rc;
 }
 
 int cmd_run(const cli_options *o) {
@@ -259,7 +263,7 @@ int cmd_run(const cli_options *o) {
             n_gen += ev.n_tokens;
             for (int i = 0; i < ev.n_tokens; i++) {
                 if (dt) {
-                    size_t k = weft_model_detok_feed(dt, ev.tokens[i], false, buf, sizeof buf);
+                    size_t k = weft_model_detok_feed(dt, ev.tokens[i], true, buf, sizeof buf);
                     if (k > sizeof buf) k = 0;
                     fwrite(buf, 1, k, stdout);
                     if (text_len + k + 1 > text_cap) {
@@ -302,9 +306,9 @@ int cmd_run(const cli_options *o) {
         for (int i = 0; i < n_gen; i++) printf(i ? ",%d" : "%d", gen[i]);
         printf("\n");
     }
-    if (o->report)
-        write_report(o, prompt, n_prompt, gen, n_gen, margins, sha, text ? text : "", reason, load_s, &rs,
-                     &req.sampling);
+    if (o->report && write_report(o, prompt, n_prompt, gen, n_gen, margins, sha, text ? text : "", reason,
+                                  load_s, &rs, &req.sampling))
+        rc = 1;
 out:
     weft_model_detok_free(dt);
     weft_request_release(h);

@@ -284,6 +284,11 @@ weft_status weft_llama_create(const weft_config *cfg, const weft_tensor_set *ts,
             (long long)m->V, (long long)m->L);
         goto fail;
     }
+    if (cfg->mlp_bias) {
+        st = weft_err_set(err, WEFT_ENOTSUP, "config: mlp_bias is not supported for %s",
+                          weft_family_name(cfg->family));
+        goto fail;
+    }
     m->embed = take_mat(ts, "model.embed_tokens.weight", m->V, m->H, err, &failed);
     if (cfg->tie_word_embeddings || !weft_tensor_set_get(ts, "lm_head.weight"))
         m->head = m->embed;
