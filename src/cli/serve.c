@@ -101,6 +101,14 @@ int cmd_serve(const cli_options *o) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started from here on inherits the mask */
     signal(SIGPIPE, SIG_IGN);
 
+    if ((o->has_prompt_cache_gib && !(o->prompt_cache_gib >= 0 && o->prompt_cache_gib < 1e6)) ||
+        !(o->shutdown_grace >= 0 && o->shutdown_grace < 1e6) ||
+        (strcmp(o->log_format, "text") && strcmp(o->log_format, "json"))) {
+        fprintf(stderr,
+                "weft: invalid option: --prompt-cache-gib and --shutdown-grace must be >= 0, --log-format "
+                "text or json\n");
+        return 2;
+    }
     int rc = 0;
     keyring keys = {0};
     weft_server *srv = NULL;
