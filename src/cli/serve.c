@@ -19,13 +19,15 @@
 #define MAX_KEYS 64
 
 typedef struct keyring {
-    const char *keys[MAX_KEYS];
+    const char *keys[MAX_KEYS]; /* trimmed views into owned[] */
     int n;
-    char *owned[MAX_KEYS]; /* strings this module allocated */
+    char *owned[MAX_KEYS + 1]; /* allocations (one per key, plus the WEFT_API_KEY copy) */
     int n_owned;
+    bool asked; /* some option or WEFT_API_KEY asked for keys: then an empty set is an error, never "open" */
 } keyring;
 
-static int add_key(keyring *k, char *s, bool owned) {
+/* Adds the trimmed key held in s (inside an allocation already owned by k). */
+static int add_key(keyring *k, char *s) {
     while (*s == ' ' || *s == '\t') s++;
     size_t n = strlen(s);
     while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == '\t')) s[--n] = 0;
@@ -35,22 +37,34 @@ static int add_key(keyring *k, char *s, bool owned) {
         return 2;
     }
     k->keys[k->n++] = s;
-    if (owned) k->owned[k->n_owned++] = s;
     return 0;
 }
 
-/* --api-key (repeatable), WEFT_API_KEY (comma separated), --api-key-file (one per line, mode 0600). */
+static char *own(keyring *k, const char *s) {
+    if (k->n_owned >= MAX_KEYS + 1) return NULL;
+    char *d = strdup(s);
+    if (d) k->owned[k->n_owned++] = d;
+    return d;
+}
+
+/* --api-key (repeatable), WEFT_API_KEY (comma separated), --api-key-file (one per line, mode 0600). Asking
+ * for keys and ending up with none (empty strings, blank lines) is refused: it must never open the server. */
 static int collect_keys(const cli_options *o, keyring *k) {
-    for (int i = 0; i < o->n_api_keys; i++)
-        if (add_key(k, strdup(o->api_keys[i]), true)) return 2;
+    for (int i = 0; i < o->n_api_keys; i++) {
+        k->asked = true;
+        char *c = own(k, o->api_keys[i]);
+        if (!c || add_key(k, c)) return 2;
+    }
     const char *env = getenv("WEFT_API_KEY");
     if (env && *env) {
-        char *copy = strdup(env), *save = NULL;
-        k->owned[k->n_owned++] = copy;
+        k->asked = true;
+        char *copy = own(k, env), *save = NULL;
+        if (!copy) return 2;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-            if (add_key(k, t, false)) return 2;
+            if (add_key(k, t)) return 2;
     }
     if (o->api_key_file) {
+        k->asked = true;
         struct stat sb;
         if (stat(o->api_key_file, &sb) != 0) {
             fprintf(stderr, "weft: --api-key-file %s: %s\n", o->api_key_file, strerror(errno));
@@ -67,12 +81,27 @@ static int collect_keys(const cli_options *o, keyring *k) {
             return 2;
         }
         char line[4096];
-        while (fgets(line, sizeof line, f))
-            if (line[0] != '#' && add_key(k, strdup(line), true)) {
-                fclose(f);
-                return 2;
+        int rc = 0;
+        while (!rc && fgets(line, sizeof line, f)) {
+            char *t = line;
+            while (*t == ' ' || *t == '\t') t++;
+            if (*t == '#' || *t == '\n' || *t == '\r' || !*t) continue; /* comments and blank lines */
+            char *c = own(k, t);
+            if (!c) {
+                fprintf(stderr, "weft: --api-key-file %s: more than %d keys\n", o->api_key_file, MAX_KEYS);
+                rc = 2;
+            } else {
+                rc = add_key(k, c);
             }
+        }
         fclose(f);
+        if (rc) return rc;
+    }
+    if (k->asked && k->n == 0) {
+        fprintf(stderr,
+                "weft: API keys were asked for (--api-key, WEFT_API_KEY or --api-key-file) but all are "
+                "empty: refusing to serve without authentication\n");
+        return 2;
     }
     return 0;
 }
