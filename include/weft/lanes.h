@@ -243,6 +243,10 @@ typedef struct weft_engine_stats {
     size_t prompt_cache_bytes;           /* bytes held now; never above prompt_cache_budget */
     size_t prompt_cache_budget;          /* the configured budget, 0 when the cache is off */
     int prompt_cache_entries;            /* entries held now */
+    /* occupancy: positions held in the streams' caches (KV rows; recurrent states are per stream) */
+    uint64_t kv_rows_used;     /* sum of the admitted streams' cache_len after the latest round */
+    uint64_t kv_rows_capacity; /* parallel x capacity: every slot's positions */
+    int parallel, max_queue;   /* the engine's limits (config): at most parallel + max_queue jobs at once */
 } weft_engine_stats;
 
 /* A consistent snapshot; any thread. */

@@ -111,6 +111,8 @@ typedef struct weft_model_service {
     bool has_chat_template; /* false: /v1/chat/completions answers 400 */
     bool add_bos;           /* the tokenizer prepends BOS with add_special (an empty prompt is then valid) */
     bool thinks;            /* the chat template uses <think>...</think>: split reasoning_content */
+    int max_streams;        /* jobs the engine can ever hold at once, running + queued (--parallel +
+                               --max-queue): a request needing more choices gets 400 naming `n`; 0 = unknown */
 
     /* Text → ids. add_special: BOS/EOS as the tokenizer's post-processor adds them; parse_special: special
      * token text ("<|im_end|>") becomes its id. *ids malloc'd ([*n_ids], may be 0 long). WEFT_EINVAL with a

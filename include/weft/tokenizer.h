@@ -252,7 +252,8 @@ typedef struct weft_detok {
     bool at_start;       /* nothing emitted yet */
     bool first_tok;      /* no token rendered yet */
     uint8_t n_pending;
-    uint8_t pending[4]; /* an incomplete UTF-8 prefix */
+    uint8_t pending[4];  /* an incomplete UTF-8 prefix */
+    bool prompt_pending; /* pending came from weft_detok_prime: dropped, not U+FFFD, if it cannot complete */
 } weft_detok;
 
 /* Starts a detokenizer at the start of a text. flags: WEFT_DETOK_*. tok must outlive d. */
@@ -261,7 +262,9 @@ void weft_detok_init(weft_detok *d, const weft_tokenizer *tok, unsigned flags);
 /* Feeds ids whose text is context only (a prompt): updates the state (the sequence-start handling, see
  * weft_tokenizer_strips_leading_space, and any incomplete character) without producing output. A prompt
  * that renders nothing (only a skipped BOS) leaves the detokenizer at the start of the text. The bytes of a
- * character left incomplete by the prompt are dropped (a continuation later becomes U+FFFD). Errors:
+ * character left incomplete by the prompt are kept: when the following tokens complete it, the whole
+ * character is output (its prompt bytes included, so a reply never starts with U+FFFD for it); when they
+ * cannot, or the text ends first (flush), those prompt bytes are dropped without a U+FFFD. Errors:
  * WEFT_ERANGE (an id out of range). */
 weft_status weft_detok_prime(weft_detok *d, const int32_t *ids, size_t n, weft_err *err);
 

@@ -53,6 +53,8 @@ typedef struct cli_options {
     int prompt_len;
     int gen_len;
     int repeat;
+    int streams; /* aggregate decode over this many streams in shared rounds (1 = off) */
+    int chunk;   /* prefill rows per forward */
     /* capabilities */
     bool json;
     bool help;

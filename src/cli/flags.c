@@ -58,6 +58,9 @@ const cli_flag weft_cli_flags[] = {
     {"--prompt-len", FLAG_INT, CMD_BENCH, OFF(prompt_len), 0, "128", "prefill benchmark prompt tokens"},
     {"--gen-len", FLAG_INT, CMD_BENCH, OFF(gen_len), 0, "64", "decode benchmark tokens"},
     {"--repeat", FLAG_INT, CMD_BENCH, OFF(repeat), 0, "3", "repetitions (best is reported)"},
+    {"--streams", FLAG_INT, CMD_BENCH, OFF(streams), 0, "1",
+     "also decode this many streams in shared rounds"},
+    {"--chunk", FLAG_INT, CMD_BENCH, OFF(chunk), 0, "256", "prefill rows per forward"},
     {"--json", FLAG_BOOL, CMD_CAPS, OFF(json), 0, "", "JSON output"},
 };
 const int weft_cli_n_flags = (int)(sizeof weft_cli_flags / sizeof weft_cli_flags[0]);
@@ -74,6 +77,8 @@ void cli_defaults(cli_options *o) {
     o->prompt_len = 128;
     o->gen_len = 64;
     o->repeat = 3;
+    o->streams = 1;
+    o->chunk = 256;
     o->mtp_drafts = -1;
 }
 
@@ -139,7 +144,8 @@ static int check_counts(const cli_options *o) {
     } c[] = {{"--threads", o->threads, 1024},          {"--context", o->context, 1 << 30},
              {"--max-tokens", o->max_tokens, 1 << 30}, {"--max-queue", o->max_queue, 1 << 20},
              {"--prompt-len", o->prompt_len, 1 << 30}, {"--gen-len", o->gen_len, 1 << 30},
-             {"--repeat", o->repeat, 1 << 20},         {"--port", o->port, 65535}};
+             {"--repeat", o->repeat, 1 << 20},         {"--port", o->port, 65535},
+             {"--streams", o->streams, 256},           {"--chunk", o->chunk, 1 << 16}};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         if (c[i].v < 0 || c[i].v > c[i].max) {
             fprintf(stderr, "weft: %s must be between 0 and %d, got %d\n", c[i].name, c[i].max, c[i].v);

@@ -251,12 +251,15 @@ int cmd_serve(const cli_options *o) {
         rc = 2;
         goto out;
     }
+    /* The draft source the engine really uses: the model's MTP head when the backend has one and
+     * --mtp-drafts allows it (the copy drafter then fills in when the head has nothing), else copy. */
+    bool mtp = !o->no_drafts && be.ops->draft && ec.max_model_draft >= 0;
+    const char *drafts = o->no_drafts ? "off" : mtp ? "mtp head + copy" : "copy";
     fprintf(stderr,
-            "weft: serving %s on http://%s:%d (cpu, %d streams x %d positions, %.1f MiB state each, prompt "
+            "weft: serving %s on http://%s:%d (%s, %d streams x %d positions, %.1f MiB state each, prompt "
             "cache %.1f MiB, drafts %s)\n",
-            vc.model_id, o->host, weft_server_port(srv), plan.slots, plan.context,
-            (double)plan.stream_bytes / 1048576.0, (double)cache_bytes / 1048576.0,
-            o->no_drafts ? "off" : "copy");
+            vc.model_id, o->host, weft_server_port(srv), be.ops->name ? be.ops->name : "?", plan.slots,
+            plan.context, (double)plan.stream_bytes / 1048576.0, (double)cache_bytes / 1048576.0, drafts);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "weft: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -105,10 +105,25 @@ static void wait_one(srv_gen *g, double timeout_s) {
     } while (weft_now() < end);
 }
 
+/* Code points in valid UTF-8 s[0..n): every byte that is not a continuation byte starts one. */
+static int utf8_chars(const char *s, size_t n) {
+    int k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+/* Where the next token's text starts, in characters as OpenAI and vLLM count text_offset (Python str
+ * offsets): the released text plus what the stop stage holds back (its text precedes this token too). */
+static int text_offset_now(srv_choice *c) {
+    c->chars += utf8_chars(c->content.p + c->chars_at, c->content.len - c->chars_at);
+    c->chars_at = c->content.len;
+    return c->chars + utf8_chars(c->tp.held.p, c->tp.held.len);
+}
+
 static void take_token(srv_gen *g, srv_choice *c, int k) {
     if (c->stop_hit) return; /* past the stop string: not part of the reply */
     c->n_counted = k + 1;
-    if (c->text_offset) c->text_offset[k] = (int)c->content.len;
+    if (c->text_offset) c->text_offset[k] = text_offset_now(c);
     if (!c->detok) return;
     size_t len = 0;
     const char *bytes = g->svc->detok_feed(g->svc->ctx, c->detok, c->ids[k], &len);

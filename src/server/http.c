@@ -80,21 +80,50 @@ bool srv_peer_gone(int fd) {
     return false;
 }
 
+/* A request line's field for the text log: bytes below 0x21, 0x7f, backslash and quote become \xNN, so a
+ * URL-decoded path (%0A, %20) can neither forge a line nor shift the fields after it. */
+static void log_escaped(srv_buf *b, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p <= 0x20 || *p == 0x7f || *p == '\\' || *p == '"')
+            srv_buf_printf(b, "\\x%02x", *p);
+        else
+            srv_buf_add(b, (const char *)p, 1);
+}
+
+/* One access line. JSON lines are built with jansson (the path is escaped, invalid UTF-8 becomes U+FFFD);
+ * text lines escape what could break a line. Written with one fwrite so lines never interleave. */
 static void access_log(weft_server *srv, const conn_req *q) {
     if (srv->cfg.log_format == WEFT_LOG_NONE) return;
     FILE *f = srv->cfg.log ? srv->cfg.log : stderr;
     double ms = (weft_now() - q->t0) * 1e3;
-    flockfile(f);
-    if (srv->cfg.log_format == WEFT_LOG_JSON)
-        fprintf(f,
-                "{\"id\":\"%s\",\"method\":\"%s\",\"route\":\"%s\",\"status\":%d,\"prompt_tokens\":%d,"
-                "\"completion_tokens\":%d,\"cached_tokens\":%d,\"ms\":%.1f}\n",
-                q->rid, q->method, q->path, q->status, q->prompt_tokens, q->completion_tokens, q->cached, ms);
-    else
-        fprintf(f, "weft: %s %s %s %d prompt=%d completion=%d cached=%d %.1fms\n", q->rid, q->method, q->path,
-                q->status, q->prompt_tokens, q->completion_tokens, q->cached, ms);
-    funlockfile(f);
-    fflush(f);
+    srv_buf b = {0};
+    if (srv->cfg.log_format == WEFT_LOG_JSON) {
+        json_t *o = json_object();
+        srv_json_string(o, "id", q->rid, strlen(q->rid));
+        srv_json_string(o, "method", q->method, strlen(q->method));
+        srv_json_string(o, "route", q->path, strlen(q->path));
+        json_object_set_new(o, "status", json_integer(q->status));
+        json_object_set_new(o, "prompt_tokens", json_integer(q->prompt_tokens));
+        json_object_set_new(o, "completion_tokens", json_integer(q->completion_tokens));
+        json_object_set_new(o, "cached_tokens", json_integer(q->cached));
+        json_object_set_new(o, "ms", json_real((double)(long long)(ms * 10 + 0.5) / 10));
+        char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+        json_decref(o);
+        if (line) srv_buf_adds(&b, line);
+        free(line);
+    } else {
+        srv_buf_printf(&b, "weft: %s ", q->rid);
+        log_escaped(&b, q->method);
+        srv_buf_adds(&b, " ");
+        log_escaped(&b, q->path);
+        srv_buf_printf(&b, " %d prompt=%d completion=%d cached=%d %.1fms", q->status, q->prompt_tokens,
+                       q->completion_tokens, q->cached, ms);
+    }
+    if (b.len && srv_buf_add(&b, "\n", 1)) {
+        fwrite(b.p, 1, b.len, f);
+        fflush(f);
+    }
+    srv_buf_free(&b);
 }
 
 static enum MHD_Result respond(conn_req *q, struct MHD_Connection *c, int status, const char *ctype,

@@ -193,7 +193,9 @@ typedef struct srv_choice {
     int n_seen; /* tokens moved through the text pipeline */
     bool prefill_seen;
     int n_counted;    /* tokens that count (up to and including the one completing a stop) */
-    int *text_offset; /* [cap] content length before each counted token (logprobs) */
+    int *text_offset; /* [cap] characters (code points) of text before each counted token (logprobs) */
+    size_t chars_at;  /* content bytes already counted in chars */
+    int chars;        /* code points in content[0..chars_at) */
     void *detok;
     srv_textpipe tp;
     srv_buf content, reasoning;

@@ -44,6 +44,8 @@ static bool get_num(json_t *o, const char *key, double lo, double hi, bool excl_
         if (hi == DBL_MAX)
             return srv_fail(e, 400, key, NULL, "`%s` must be %s %g, got %g", key, excl_lo ? ">" : ">=", lo,
                             x);
+        if (excl_lo)
+            return srv_fail(e, 400, key, NULL, "`%s` must be > %g and <= %g, got %g", key, lo, hi, x);
         return srv_fail(e, 400, key, NULL, "`%s` must be between %g and %g, got %g", key, lo, hi, x);
     }
     *out = x;
@@ -237,9 +239,17 @@ static bool size_prompts(const weft_model_service *svc, const weft_server_config
     int ctx = svc->context_length;
     for (int i = 0; i < r->n_prompts; i++) {
         srv_prompt *p = &r->prompts[i];
-        if (p->n == 0)
-            return srv_fail(e, 400, r->kind == SRV_CHAT ? "messages" : "prompt", NULL,
-                            "the prompt is empty (and this model adds no BOS token): nothing to continue");
+        if (p->n == 0) {
+            if (r->kind == SRV_CHAT)
+                return srv_fail(e, 400, "messages", NULL,
+                                "the chat template rendered no tokens: nothing to continue");
+            if (!p->text) /* a token-id prompt gets no BOS added: it is exactly the ids sent */
+                return srv_fail(e, 400, "prompt", NULL,
+                                "the token-id prompt is empty: send at least one token id%s",
+                                svc->add_bos ? " (an empty text prompt is just the BOS token)" : "");
+            return srv_fail(e, 400, "prompt", NULL,
+                            "the prompt is empty and this model adds no BOS token: nothing to continue");
+        }
         long long need = (long long)p->n + (given ? max_tokens : 1);
         if (need > ctx) {
             if (given)
@@ -272,7 +282,8 @@ static bool parse_fields(const weft_model_service *svc, json_t *root, srv_reques
     if (given) r->n = (int)x;
     weft_sampling *s = &r->sampling;
     if (!get_num(root, "temperature", 0, DBL_MAX, false, &s->temperature, e)) return false;
-    if (!get_num(root, "top_p", 0, 1, false, &s->top_p, e)) return false;
+    /* top_p = 0 would keep no candidate: the sampler takes (0, 1] (SPEC §5.1 step 6), as vLLM does */
+    if (!get_num(root, "top_p", 0, 1, true, &s->top_p, e)) return false;
     if (!srv_get_int(root, "top_k", -1, INT_MAX, &x, &given, e)) return false;
     if (given) s->top_k = x < 0 ? 0 : (int)x; /* -1 = all, as vLLM */
     if (!get_num(root, "min_p", 0, 1, false, &s->min_p, e)) return false;
@@ -309,6 +320,71 @@ static bool parse_fields(const weft_model_service *svc, json_t *root, srv_reques
     return true;
 }
 
+/* The top-level key whose value holds byte offset pos of body (jansson's error position), into key. Only
+ * the bytes before pos are scanned; jansson parsed them as JSON, so strings and nesting are well formed. */
+static bool key_at(const char *body, size_t len, size_t pos, char *key, size_t cap) {
+    int depth = 0;
+    bool in_str = false, esc = false, is_key = false, want_key = false, have = false;
+    size_t start = 0;
+    for (size_t i = 0; i < pos && i < len; i++) {
+        char ch = body[i];
+        if (in_str) {
+            if (esc)
+                esc = false;
+            else if (ch == '\\')
+                esc = true;
+            else if (ch == '"') {
+                in_str = false;
+                if (is_key) {
+                    snprintf(key, cap, "%.*s", (int)(i - start), body + start);
+                    have = true;
+                }
+            }
+            continue;
+        }
+        if (ch == '"') {
+            in_str = true;
+            is_key = depth == 1 && want_key;
+            want_key = false;
+            start = i + 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+            want_key = ch == '{' && depth == 1;
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+        } else if (ch == ',' && depth == 1) {
+            want_key = true;
+        }
+    }
+    return have && depth >= 1;
+}
+
+/* A body jansson refused. A number it cannot hold (an integer beyond int64, a real beyond double) is a bad
+ * value of a field, not malformed JSON: the 400 names the field. */
+static void json_refused(const char *body, size_t len, const json_error_t *je, srv_error *e) {
+    char key[64];
+    if (json_error_code(je) == json_error_numeric_overflow && je->position > 0 &&
+        key_at(body, len, (size_t)je->position, key, sizeof key)) {
+        bool integer = strstr(je->text, "integer") != NULL;
+        srv_fail(e, 400, key, NULL, "`%s` is out of range: %s (%s)", key, je->text,
+                 integer ? "integers must fit in 64 bits" : "numbers must fit in a double");
+        return;
+    }
+    srv_fail(e, 400, NULL, NULL, "malformed JSON body: %s (line %d, column %d)", je->text, je->line,
+             je->column);
+}
+
+/* Choices run as one engine job each, all submitted at once: more than the engine can ever hold (running +
+ * queued) would be refused with 503 even on an idle server, so it is a 400 naming `n` with the numbers. */
+static bool check_streams(const weft_model_service *svc, const srv_request *r, srv_error *e) {
+    long long need = (long long)r->n_prompts * r->n;
+    if (svc->max_streams <= 0 || need <= svc->max_streams) return true;
+    return srv_fail(e, 400, r->n > 1 || r->n_prompts == 1 ? "n" : "prompt", NULL,
+                    "`n` = %d choices for each of %d prompts needs %lld streams at once; this server holds "
+                    "at most %d (--parallel + --max-queue)",
+                    r->n, r->n_prompts, need, svc->max_streams);
+}
+
 bool srv_parse_request(const weft_model_service *svc, const weft_server_config *cfg, srv_kind kind,
                        const char *body, size_t len, srv_request *r, srv_error *e) {
     memset(r, 0, sizeof *r);
@@ -325,8 +401,7 @@ bool srv_parse_request(const weft_model_service *svc, const weft_server_config *
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     bool ok = false;
     if (!root) {
-        srv_fail(e, 400, NULL, NULL, "malformed JSON body: %s (line %d, column %d)", je.text, je.line,
-                 je.column);
+        json_refused(body, len, &je, e);
         goto out;
     }
     if (!json_is_object(root)) {
@@ -340,6 +415,7 @@ bool srv_parse_request(const weft_model_service *svc, const weft_server_config *
     if (!srv_get_int(root, "max_completion_tokens", 0, INT_MAX, &mct, &mct_given, e)) goto out;
     if (mct_given) mt = mct;
     if (kind == SRV_CHAT ? !srv_parse_chat(svc, cfg, root, r, e) : !parse_prompt(svc, root, r, e)) goto out;
+    if (!check_streams(svc, r, e)) goto out;
     if (!size_prompts(svc, cfg, r, mt_given || mct_given, mt, e)) goto out;
     r->sampling.logprobs = r->logprobs;
     ok = true;

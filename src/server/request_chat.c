@@ -145,7 +145,9 @@ bool srv_parse_chat(const weft_model_service *svc, const weft_server_config *cfg
         goto out;
     }
     if (svc->render_chat(svc->ctx, mj, kj, true, &text, &err)) {
-        srv_fail(e, 400, "messages", NULL, "chat template: %s", err.msg);
+        /* The template's own messages already say "chat template line N: ..." */
+        bool named = !strncmp(err.msg, "chat template", 13);
+        srv_fail(e, 400, "messages", NULL, "%s%s", named ? "" : "chat template: ", err.msg);
         goto out;
     }
     r->prompts = calloc(1, sizeof *r->prompts);

@@ -177,7 +177,9 @@ static void s_stats(void *ctx, weft_srv_engine_stats *out) {
     weft_engine_get_stats(s->cfg.engine, &es);
     out->requests_running = es.running;
     out->requests_waiting = es.waiting;
-    out->kv_cache_usage = -1; /* the lane core does not report KV occupancy yet */
+    /* positions held in the streams' caches over every slot's positions (KV is reserved per slot at open) */
+    out->kv_cache_usage =
+        es.kv_rows_capacity > 0 ? (double)es.kv_rows_used / (double)es.kv_rows_capacity : -1;
     out->device_memory_bytes = es.memory_used + es.memory_free > 0 ? (int64_t)es.memory_used : -1;
     out->prefix_cache_queries = (int64_t)es.prefix_cache_queries;
     out->prefix_cache_hits = (int64_t)es.prefix_cache_hits;
@@ -214,6 +216,9 @@ weft_status weft_service_new(const weft_service_config *cfg, weft_service **out,
     svc->has_tokenizer = cfg->tokenizer != NULL;
     svc->has_chat_template = s->tmpl != NULL;
     svc->thinks = s->thinks;
+    weft_engine_stats es;
+    weft_engine_get_stats(cfg->engine, &es);
+    svc->max_streams = es.parallel + es.max_queue;
     if (cfg->tokenizer) {
         svc->add_bos = weft_tokenizer_add_bos(cfg->tokenizer);
         svc->tokenize = s_tokenize;

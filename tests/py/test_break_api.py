@@ -288,7 +288,6 @@ def test_tokenize_detokenize_roundtrip(srv):
 # ---------------------------------------------------------------- defects (strict xfail)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: completions logprobs.text_offset counts UTF-8 bytes, not characters")
 def test_text_offset_counts_characters(c):
     # seed 4 gives ', "Why don’t we have'; the token after '’' is at character 11, weft says 13
     ch = c.post("/completions", json={"prompt": "Nicky’s mom said", "max_tokens": 12, "temperature": 1, "seed": 4,
@@ -303,14 +302,12 @@ def test_text_offset_counts_characters(c):
             assert text[off:off + len(tok)] == tok, (tok, off, text)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: top_p=0 gets a 400 with param null and a message unlike the other fields'")
 def test_top_p_zero_names_param(c):
     r = c.post("/completions", json={"prompt": "Once", "max_tokens": 2, "top_p": 0})
     assert r.status_code == 400
     assert r.json()["error"]["param"] == "top_p", r.text  # got param null, "top_p must be in (0, 1] (got 0)"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: an integer beyond int64 (seed, max_tokens) is reported as 'malformed JSON body', param null")
 @pytest.mark.parametrize("field", ["seed", "max_tokens"])
 def test_huge_integer_names_field(c, field):
     body = '{"prompt":"Once","%s":18446744073709551615}' % field
@@ -319,7 +316,6 @@ def test_huge_integer_names_field(c, field):
     assert r.json()["error"]["param"] == field, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="bug: vllm:kv_cache_usage_perc (SPEC §3 metrics list) is never exported")
 def test_kv_cache_usage_metric_exported(c, srv):
     c.post("/completions", json={"prompt": "Once", "max_tokens": 2})
     assert "vllm:kv_cache_usage_perc" in httpx.get(srv.base + "/metrics").text

@@ -157,7 +157,6 @@ def test_run_report_failure_is_an_error(tmp_path):
     assert p.returncode != 0
 
 
-@pytest.mark.xfail(strict=True, reason="bug: config.json hidden_act is ignored (gelu runs as SiLU: silent fallback, SPEC §6)")
 def test_unsupported_hidden_act_refused(tmp_path):
     d = tmp_path / "m"
     shutil.copytree(LLAMA_FIXTURE, d)

@@ -146,3 +146,19 @@ def test_drafts_never_change_the_reply(tmp_path):
         assert reports[1]["drafted"] == 0
         accepted += reports[0]["accepted"]
     assert accepted > 0
+
+
+def test_bench_streams_table():
+    """weft bench --streams N: one row with prefill, 1-stream decode and N-stream aggregate decode, all > 0."""
+    r = run("bench", "--backend", "cpu", "--prompt-len", "16", "--gen-len", "5", "--repeat", "1", "--streams", "3",
+            "--chunk", "5")
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("| stories260K")]
+    assert "3 streams, aggregate decode tok/s" in r.stdout and "chunks of 5" in r.stdout
+    assert len(lines) == 1
+    cells = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert cells[2] == "cpu" and all(float(c) > 0 for c in cells[3:6])
+
+
+def test_bench_refuses_bad_streams():
+    r = run("bench", "--streams", "-1", check=False)
+    assert r.returncode == 2 and "--streams" in r.stderr

@@ -307,6 +307,37 @@ static void check_errors(void) {
           "\"num_attention_heads\":4,\"layers_block_type\":[\"attention\"],\"time_step_limit\":[0,{\"__float_"
           "_\":\"big\"}]}",
           NULL, WEFT_EFORMAT, "time_step_limit");
+    fails("llama gelu", "{\"model_type\":\"llama\"," LLAMA_SIZES ",\"hidden_act\":\"gelu_pytorch_tanh\"}",
+          NULL, WEFT_ENOTSUP, "hidden_act \"gelu_pytorch_tanh\"");
+    fails("qwen3 act not a string", "{\"model_type\":\"qwen3\"," LLAMA_SIZES ",\"hidden_act\":1}", NULL,
+          WEFT_ENOTSUP, "hidden_act");
+    fails("qwen3_5 text gelu",
+          "{\"model_type\":\"qwen3_5\",\"text_config\":{" LLAMA_SIZES ",\"num_hidden_layers\":1,"
+          "\"linear_num_key_heads\":2,\"linear_num_value_heads\":2,\"hidden_act\":\"gelu\"}}",
+          NULL, WEFT_ENOTSUP, "hidden_act");
+    fails("nemotron mlp act",
+          "{\"model_type\":\"nemotron_h\",\"vocab_size\":8,\"hidden_size\":64,\"num_attention_heads\":4,"
+          "\"layers_block_type\":[\"attention\"],\"mlp_hidden_act\":\"silu\"}",
+          NULL, WEFT_ENOTSUP, "mlp_hidden_act");
+    fails("nemotron mamba act",
+          "{\"model_type\":\"nemotron_h\",\"vocab_size\":8,\"hidden_size\":64,\"num_attention_heads\":4,"
+          "\"layers_block_type\":[\"attention\"],\"mamba_hidden_act\":\"relu\"}",
+          NULL, WEFT_ENOTSUP, "mamba_hidden_act");
+    {
+        /* only the text model's activation counts: a vision tower's gelu is not the text MLP's */
+        weft_err e2;
+        CHECK(parse("{\"model_type\":\"qwen3_5\",\"vision_config\":{\"hidden_act\":\"gelu_pytorch_tanh\"},"
+                    "\"text_config\":{" LLAMA_SIZES ",\"num_hidden_layers\":1,\"linear_num_key_heads\":2,"
+                    "\"linear_num_value_heads\":2,\"hidden_act\":\"silu\"}}",
+                    NULL, &e2) == WEFT_OK);
+        CHECK(parse("{\"model_type\":\"llama\"," LLAMA_SIZES ",\"hidden_act\":\"swish\"}", NULL, &e2) ==
+              WEFT_OK);
+        CHECK(
+            parse("{\"model_type\":\"nemotron_h\",\"vocab_size\":8,\"hidden_size\":64,\"num_attention_"
+                  "heads\":4,"
+                  "\"layers_block_type\":[\"attention\"],\"mlp_hidden_act\":\"relu2\",\"hidden_act\":\"x\"}",
+                  NULL, &e2) == WEFT_OK);
+    }
     fails("too many layers", "{\"model_type\":\"llama\"," LLAMA_SIZES ",\"num_hidden_layers\":5000}", NULL,
           WEFT_ENOTSUP, "5000");
 

@@ -154,6 +154,13 @@ static void test_cancel_mid_decode(void) {
     lt_result *res = calloc(3, sizeof *res);
     lt_collect_more(h[0], &res[0], 5);
     CHECK(res[0].n >= 5);
+    /* Occupancy (kv_cache_usage): request 0 alone holds its 20 prompt rows and 4+ reply rows of 2 x 300. */
+    weft_engine_stats es;
+    double until = weft_now() + 10;
+    do weft_engine_get_stats(g.e, &es);
+    while (es.kv_rows_used < 24 && weft_now() < until);
+    CHECK(es.kv_rows_used >= 24 && es.kv_rows_used <= 2 * 300);
+    CHECK(es.kv_rows_capacity == 2 * 300 && es.parallel == 2 && es.max_queue == 4);
     weft_engine_cancel(h[0]);
     weft_engine_cancel(h[0]); /* twice is fine */
     /* Request 2: released without reading anything: that cancels it, and its memory goes when the engine
@@ -170,16 +177,16 @@ static void test_cancel_mid_decode(void) {
     check_oracle(&g, &reqs[1], &res[1], false, "beside a cancelled decode");
     /* Tokens delivered up to the cancel are a prefix of the oracle's reply. */
     check_oracle(&g, &reqs[0], &res[0], true, "cancelled decode");
-    /* The engine goes idle with both slots free. */
+    /* The engine goes idle with both slots free, and no rows held. */
     double deadline = weft_now() + 10;
-    weft_engine_stats es;
     do {
         weft_engine_get_stats(g.e, &es);
-        if (es.running == 0) break;
+        if (es.running == 0 && es.kv_rows_used == 0) break;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     } while (weft_now() < deadline);
     CHECK_EQ_INT(es.running, 0);
+    CHECK(es.kv_rows_used == 0);
     CHECK_EQ_INT(es.requests_finished_total, 3);
     for (int i = 0; i < 3; i++) weft_request_release(h[i]);
     rig_free(&g);

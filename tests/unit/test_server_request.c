@@ -80,6 +80,17 @@ static void test_prompts(void) {
     good(SRV_COMPLETIONS, "{\"prompt\":[\"\"],\"max_tokens\":5}", &r);
     CHECK_EQ_INT(r.prompts[0].n, 1);
     srv_request_free(&r);
+    /* an empty token-id prompt: the message must not claim the model adds no BOS (this one does) */
+    srv_error e;
+    CHECK(parse(SRV_COMPLETIONS, "{\"prompt\":[[]]}", &r, &e) == 400 && !strstr(e.message, "no BOS"));
+    /* more choices than the engine can ever hold (running + queued) is a 400 naming n, not a 503 */
+    g_svc.max_streams = 3;
+    bad(SRV_COMPLETIONS, "{\"prompt\":\"a\",\"n\":4}", 400, "n", NULL);
+    bad(SRV_COMPLETIONS, "{\"prompt\":[\"a\",\"b\"],\"n\":2}", 400, "n", NULL);
+    bad(SRV_COMPLETIONS, "{\"prompt\":[\"a\",\"b\",\"c\",\"d\"]}", 400, "prompt", NULL);
+    good(SRV_COMPLETIONS, "{\"prompt\":\"a\",\"n\":3}", &r);
+    srv_request_free(&r);
+    g_svc.max_streams = 0;
     /* list of 9 prompts x n=8 is over the 64 choices allowed */
     bad(SRV_COMPLETIONS, "{\"prompt\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"],\"n\":8}", 400,
         "prompt", NULL);
@@ -95,6 +106,13 @@ static void test_numbers(void) {
         {"{\"prompt\":\"x\",\"temperature\":\"hot\"}", "temperature"},
         {"{\"prompt\":\"x\",\"top_p\":2}", "top_p"},
         {"{\"prompt\":\"x\",\"top_p\":-0.1}", "top_p"},
+        {"{\"prompt\":\"x\",\"top_p\":0}", "top_p"}, /* keeps no candidate: (0, 1] as the sampler */
+        {"{\"prompt\":\"x\",\"seed\":18446744073709551615}", "seed"}, /* beyond int64: not "malformed" */
+        {"{\"prompt\":\"x\",\"seed\":-9223372036854775809}", "seed"},
+        {"{\"prompt\":\"x\", \"max_tokens\" : 99999999999999999999999}", "max_tokens"},
+        {"{\"prompt\":\"x\",\"logit_bias\":{\"5\":1e999}}", "logit_bias"},
+        {"{\"prompt\":[1,2,99999999999999999999]}", "prompt"},
+        {"{\"stop\":[\"a,\\\"seed\\\":\"],\"prompt\":[[1],[99999999999999999999]]}", "prompt"},
         {"{\"prompt\":\"x\",\"top_k\":-2}", "top_k"},
         {"{\"prompt\":\"x\",\"top_k\":1.5}", "top_k"},
         {"{\"prompt\":\"x\",\"min_p\":1.5}", "min_p"},

@@ -116,6 +116,31 @@ static void test_spm(void) {
     expect_feed(&d, there, "there");
     expect_feed(&d, there, " there");
 
+    /* a prompt ending inside a character: the reply that completes it shows the whole character... */
+    int32_t cut[3] = {spm_byte(0xF0), spm_byte(0x9F), spm_byte(0x8C)};
+    char buf8[64];
+    size_t got8 = 0;
+    weft_detok_init(&d, t, 0);
+    CHECK_EQ_INT(weft_detok_prime(&d, cut, 3, &err), WEFT_OK);
+    expect_feed(&d, spm_byte(0x8D), "\xF0\x9F\x8C\x8D");
+    CHECK_EQ_INT((int)weft_detok_flush(&d, buf8, sizeof buf8), 0);
+    /* ...one that cannot complete it drops the prompt's bytes (no U+FFFD it did not make)... */
+    weft_detok_init(&d, t, 0);
+    CHECK_EQ_INT(weft_detok_prime(&d, cut, 3, &err), WEFT_OK);
+    CHECK_EQ_INT(weft_detok_feed(&d, there, buf8, sizeof buf8, &got8, &err), WEFT_OK);
+    CHECK(got8 >= 5 && !memcmp(buf8 + got8 - 5, "there", 5) && !memmem(buf8, got8, "\xEF\xBF\xBD", 3));
+    /* ...as does the end of the text; the reply's own broken bytes still become U+FFFD */
+    weft_detok_init(&d, t, 0);
+    CHECK_EQ_INT(weft_detok_prime(&d, cut, 2, &err), WEFT_OK);
+    CHECK_EQ_INT((int)weft_detok_flush(&d, buf8, sizeof buf8), 0);
+    weft_detok_init(&d, t, 0);
+    CHECK_EQ_INT(weft_detok_prime(&d, cut, 2, &err), WEFT_OK);
+    expect_feed(&d, spm_byte(0x8C), "");
+    expect_feed(&d, spm_byte(0x8D), "\xF0\x9F\x8C\x8D");
+    expect_feed(&d, spm_byte(0xE2), "");
+    got8 = weft_detok_flush(&d, buf8, sizeof buf8);
+    CHECK(got8 == 3 && !memcmp(buf8, "\xEF\xBF\xBD", 3));
+
     /* bad arguments */
     size_t got;
     CHECK_EQ_INT(weft_detok_feed(&d, 512, buf, sizeof buf, &got, &err), WEFT_ERANGE);

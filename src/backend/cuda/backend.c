@@ -128,6 +128,16 @@ static void cu_destroy(void *self) {
     if (!b) return;
     cudaSetDevice(b->dev);
     if (b->stream) cudaStreamSynchronize(b->stream);
+    for (int i = 0; i < 3; i++)
+        if (b->ev_n[i])
+            fprintf(stderr,
+                    "weft cuda timing: %s-row forwards: %ld, kernels %.3f ms each (events), wall %.3f ms\n",
+                    i == 0   ? "1"
+                    : i == 1 ? "2..16"
+                             : ">16",
+                    b->ev_n[i], b->ev_ms[i] / (double)b->ev_n[i], b->wall_ms[i] / (double)b->ev_n[i]);
+    if (b->ev0) cudaEventDestroy(b->ev0);
+    if (b->ev1) cudaEventDestroy(b->ev1);
     for (int s = 0; b->kv && s < b->max_slots; s++) cu_release(b, s);
     cu_free_all(&b->allocs);
     if (b->h_rows) cudaFreeHost(b->h_rows);
@@ -446,6 +456,16 @@ weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set 
     /* WEFT_CUDA_BASELINE (non-empty): session 2's kernels and no fused matrices, for side-by-side timing. */
     const char *base = getenv("WEFT_CUDA_BASELINE");
     b->baseline = base && *base && strcmp(base, "0") != 0;
+    const char *twice = getenv("WEFT_CUDA_TIMING_TWICE");
+    b->twice = twice ? (unsigned)strtoul(twice, NULL, 0) : 0;
+    if ((b->twice & WEFT_CU_T_EVENTS) &&
+        (cudaEventCreate(&b->ev0) != cudaSuccess || cudaEventCreate(&b->ev1) != cudaSuccess))
+        b->twice &= ~(unsigned)WEFT_CU_T_EVENTS;
+    if (b->twice)
+        fprintf(stderr,
+                "weft cuda: WEFT_CUDA_TIMING_TWICE=%#x: stages launched twice for timing; logits are "
+                "wrong when rope or matmul stages are doubled\n",
+                b->twice);
     weft_status st = create(b, cfg, ts, opts, err);
     if (st) {
         cu_destroy(b);

@@ -52,7 +52,17 @@ typedef struct cu_backend {
     int tile_rows; /* rows per tile (weft_cu_attention_tile_rows); 0 = tiles not used */
     bool baseline; /* WEFT_CUDA_BASELINE set at creation: session 2's path (no fusion, fp32 x, per-row
                       attention), the same bits — kept to measure the difference */
-    int max_pos;   /* largest position in the current forward */
+    /* WEFT_CUDA_TIMING_TWICE (timing experiments only): a mask of WEFT_CU_T_* stages launched twice per
+     * layer, so that a stage's cost inside the real graph = the time difference (bench/NOTES.md). rope and
+     * the accumulating matmuls are not idempotent: the logits are wrong when those bits are set (a warning
+     * says so at creation). 0 in normal use. */
+    unsigned twice;
+    /* WEFT_CU_T_EVENTS in `twice`: device time of each forward's kernels (events around them), summed by
+     * forward row count 1 / 2-16 / more and printed at destroy beside the wall time of the forwards */
+    cudaEvent_t ev0, ev1;
+    double ev_ms[3], wall_ms[3];
+    long ev_n[3];
+    int max_pos; /* largest position in the current forward */
     weft_cu_row *d_rows;
     int *d_outrows;
     /* pinned host mirrors */
@@ -86,5 +96,17 @@ size_t cu_kv_bytes(const cu_backend *b, int capacity);
 
 /* The forward of backend.h over segs (validated here), then host sampling of the drawn rows. */
 weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err);
+
+enum {
+    WEFT_CU_T_ATTN = 1,
+    WEFT_CU_T_ROPE = 2,
+    WEFT_CU_T_NORM = 4,
+    WEFT_CU_T_PREP = 8,
+    WEFT_CU_T_QKV = 16,
+    WEFT_CU_T_O = 32,
+    WEFT_CU_T_GU = 64,
+    WEFT_CU_T_DOWN = 128,
+    WEFT_CU_T_EVENTS = 256
+};
 
 #endif

@@ -122,6 +122,13 @@ static weft_status prep(cu_backend *b, const weft_cu_weight *w, const float *X, 
         if (s_) return s_;                                                                                   \
     } while (0)
 
+/* `call` once, or twice when the stage's WEFT_CU_T_* bit is in b->twice (timing experiments, cuda_model.h).
+ */
+#define STAGE(bit, call)                                                                                     \
+    do {                                                                                                     \
+        for (int rep_ = 0; rep_ < 1 + ((b->twice & (bit)) != 0); rep_++) call;                               \
+    } while (0)
+
 static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
     const cudaStream_t st = b->stream;
     const int64_t H = b->H, d = b->d, qd = b->Hq * d, kvd = b->Hkv * d, I = b->I;
@@ -130,7 +137,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
     for (int64_t l = 0; l < b->L; l++) {
         const cu_layer *ly = &b->layers[l];
         const bool xq_qkv = ly->qkv || wants_xq(b, &ly->wq) || wants_xq(b, &ly->wk) || wants_xq(b, &ly->wv);
-        STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, "attention norm", err));
+        STAGE(WEFT_CU_T_NORM,
+              STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, "attention norm", err)));
         if (ly->qkv) { /* one matrix, outputs split into q, k, v */
             const weft_cu_xq xq = xq_of(b, H);
             const weft_cu_epi e = {.mode = WEFT_CU_EPI_STORE,
@@ -138,7 +146,7 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .ld = {qd, kvd, kvd},
                                    .end = {qd, qd + kvd, qd + 2 * kvd},
                                    .bias = {ly->bq, ly->bk, ly->bv}};
-            LAUNCH(weft_cu_matmul_q4x(&ly->wqkv, &xq, n, &e, st), "qkv projection");
+            STAGE(WEFT_CU_T_QKV, LAUNCH(weft_cu_matmul_q4x(&ly->wqkv, &xq, n, &e, st), "qkv projection"));
         } else {
             STEP(mm(b, &ly->wq, b->xb, H, n, b->q, qd, ly->bq, 0, "q projection", err));
             STEP(mm(b, &ly->wk, b->xb, H, n, b->k, kvd, ly->bk, 0, "k projection", err));
@@ -150,22 +158,25 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
             LAUNCH(weft_cu_rmsnorm(b->k, d, b->k, d, NULL, ly->k_norm, n * (int)b->Hkv, (int)d, b->eps, st),
                    "k norm");
         }
-        LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, (int)b->Hq, (int)b->Hkv, (int)d, (int)l,
-                                  &b->rope, st),
-               "rope");
+        STAGE(WEFT_CU_T_ROPE, LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, (int)b->Hq,
+                                                        (int)b->Hkv, (int)d, (int)l, &b->rope, st),
+                                     "rope"));
         if (b->n_tiles > 0) {
-            LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, b->d_tiles, b->n_tiles, (int)b->Hq,
-                                           (int)b->Hkv, (int)d, (int)l, scale, st),
-                   "attention");
+            STAGE(WEFT_CU_T_ATTN,
+                  LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, b->d_tiles, b->n_tiles, (int)b->Hq,
+                                                 (int)b->Hkv, (int)d, (int)l, scale, st),
+                         "attention"));
         } else {
-            LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv, (int)d,
-                                     (int)l, scale, b->attn_scratch, b->max_context, st),
-                   "attention");
+            STAGE(WEFT_CU_T_ATTN,
+                  LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv,
+                                           (int)d, (int)l, scale, b->attn_scratch, b->max_context, st),
+                         "attention"));
         }
-        STEP(prep(b, &ly->wo, b->att, n, err));
-        STEP(mm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1, "o projection", err));
-        STEP(norm(b, b->xb, b->x, NULL, ly->ffn_norm, n,
-                  ly->gu || wants_xq(b, &ly->wg) || wants_xq(b, &ly->wu), "ffn norm", err));
+        STAGE(WEFT_CU_T_PREP, STEP(prep(b, &ly->wo, b->att, n, err)));
+        STAGE(WEFT_CU_T_O, STEP(mm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1, "o projection", err)));
+        STAGE(WEFT_CU_T_NORM,
+              STEP(norm(b, b->xb, b->x, NULL, ly->ffn_norm, n,
+                        ly->gu || wants_xq(b, &ly->wg) || wants_xq(b, &ly->wu), "ffn norm", err)));
         /* The down projection's prepared words come from the SwiGLU epilogue when it needs no sums. */
         const bool down_words = ly->gu && wants_xq(b, &ly->wd) && ly->wd.mode != WEFT_CU_AFFINE;
         if (ly->gu) { /* gate|up interleaved by 8: SwiGLU in the epilogue, into g */
@@ -175,14 +186,14 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .ld = {I, I, I},
                                    .xf = down_words ? xq_down(b).f : NULL,
                                    .xf_nsub = I / 32};
-            LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection");
+            STAGE(WEFT_CU_T_GU, LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection"));
         } else {
             STEP(mm(b, &ly->wg, b->xb, H, n, b->g, I, NULL, 0, "gate projection", err));
             STEP(mm(b, &ly->wu, b->xb, H, n, b->u, I, NULL, 0, "up projection", err));
             LAUNCH(weft_cu_swiglu(b->g, b->u, (int64_t)n * I, st), "swiglu");
         }
-        if (!down_words) STEP(prep(b, &ly->wd, b->g, n, err));
-        STEP(mm(b, &ly->wd, b->g, I, n, b->x, H, NULL, 1, "down projection", err));
+        if (!down_words) STAGE(WEFT_CU_T_PREP, STEP(prep(b, &ly->wd, b->g, n, err)));
+        STAGE(WEFT_CU_T_DOWN, STEP(mm(b, &ly->wd, b->g, I, n, b->x, H, NULL, 1, "down projection", err)));
     }
     return WEFT_OK;
 }
@@ -308,7 +319,11 @@ weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err
         CU_TRY(cudaMemcpyAsync(b->d_tiles, b->h_tiles, (size_t)b->n_tiles * sizeof(weft_cu_tile),
                                cudaMemcpyHostToDevice, b->stream),
                "copying the tile table");
+    const bool timed = (b->twice & WEFT_CU_T_EVENTS) != 0;
+    const double t0 = timed ? weft_now() : 0;
+    if (timed) CU_TRY(cudaEventRecord(b->ev0, b->stream), "timing event");
     if ((st = launch_all(b, n, n_out, err))) return st;
+    if (timed) CU_TRY(cudaEventRecord(b->ev1, b->stream), "timing event");
     if (n_dev > 0) {
         CU_TRY(cudaMemcpyAsync(b->d_gsel, b->h_gsel, (size_t)n_dev * sizeof(int), cudaMemcpyHostToDevice,
                                b->stream),
@@ -330,6 +345,13 @@ weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err
         i = e;
     }
     CU_TRY(cudaStreamSynchronize(b->stream), "running the forward");
+    if (timed) {
+        float ms = 0;
+        const int k = n == 1 ? 0 : n <= 16 ? 1 : 2;
+        if (cudaEventElapsedTime(&ms, b->ev0, b->ev1) == cudaSuccess) b->ev_ms[k] += ms;
+        b->wall_ms[k] += (weft_now() - t0) * 1e3;
+        b->ev_n[k]++;
+    }
     b->n_last = n_out;
     for (int s = 0, o = 0, d = 0; s < n_segs; s++) {
         weft_segment *g = &segs[s];

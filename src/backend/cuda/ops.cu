@@ -51,31 +51,34 @@ __global__ void __launch_bounds__(T)
     for (int i = t; i < n; i += T) y[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
 }
 
-__global__ void rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows,
-                                  int Hq, int Hkv, int d, int layer, weft_cu_rope rope) {
-    const int r = blockIdx.x, t = threadIdx.x, T = blockDim.x;
+// One block per (row, group of kRopeHeads heads of q|k): thread (i, h) rotates pair i of head h (the angle is
+// recomputed per head: the same expression, so the same bits, and no serial pass over the heads), then the
+// block copies its k heads and the matching v heads into the KV cache row.
+constexpr int kRopeHeads = 4;
+__global__ void __launch_bounds__(128)
+    rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows, int Hq,
+                      int Hkv, int d, int layer, weft_cu_rope rope) {
+    const int r = blockIdx.x, h0 = blockIdx.y * kRopeHeads, t = threadIdx.x, T = blockDim.x;
     const weft_cu_row row = rows[r];
-    const int qd = Hq * d, kvd = Hkv * d, half = rope.rot / 2;
+    const int qd = Hq * d, kvd = Hkv * d, half = rope.rot / 2, nh = min(kRopeHeads, Hq + Hkv - h0);
     float *qr = q + (int64_t)r * qd, *kr = k + (int64_t)r * kvd;
-    // Thread (i, hs) computes pair i's angle once and rotates that pair in heads hs, hs + nsplit, ...
-    const int nsplit = half > 0 && half < T ? T / half : 1;
-    for (int idx = t; idx < half * nsplit; idx += T) {
-        const int i = idx % half, hs = idx / half;
+    for (int idx = t; idx < half * nh; idx += T) {
+        const int i = idx % half, h = h0 + idx / half;
         const float ang = (float)row.pos * rope.inv_freq[i];
         const float c = cosf(ang) * rope.attn_factor, s = sinf(ang) * rope.attn_factor;
         const int a = rope.adjacent ? 2 * i : i, b = rope.adjacent ? 2 * i + 1 : i + half;
-        for (int h = hs; h < Hq + Hkv; h += nsplit) {
-            float *x = h < Hq ? qr + (int64_t)h * d : kr + (int64_t)(h - Hq) * d;
-            const float x0 = x[a], x1 = x[b];
-            x[a] = x0 * c - x1 * s;
-            x[b] = x1 * c + x0 * s;
-        }
+        float *x = h < Hq ? qr + (int64_t)h * d : kr + (int64_t)(h - Hq) * d;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x1 * c + x0 * s;
     }
+    const int k0 = max(h0, Hq) - Hq, k1 = h0 + nh - Hq; // this block's kv heads [k0, k1)
+    if (k1 <= k0) return;
     __syncthreads();
     float *K = row.kv + ((size_t)(2 * layer) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
     float *V = row.kv + ((size_t)(2 * layer + 1) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
     const float *vr = v + (int64_t)r * kvd;
-    for (int i = t; i < kvd; i += T) {
+    for (int i = k0 * d + t; i < k1 * d; i += T) {
         K[i] = kr[i];
         V[i] = vr[i];
     }
@@ -125,7 +128,8 @@ extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, co
                                           int Hq, int Hkv, int d, int layer, const weft_cu_rope *rope,
                                           cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
-    rope_store_kernel<<<n, 128, 0, stream>>>(q, k, v, rows, Hq, Hkv, d, layer, *rope);
+    const dim3 grid((unsigned)n, (unsigned)((Hq + Hkv + kRopeHeads - 1) / kRopeHeads));
+    rope_store_kernel<<<grid, 128, 0, stream>>>(q, k, v, rows, Hq, Hkv, d, layer, *rope);
     return cudaGetLastError();
 }
 

@@ -217,7 +217,9 @@ static void *engine_main(void *arg) {
             lanes_admit(e, r);
         }
         if (lanes_active(e) > 0) lanes_round(e);
+        lanes_publish_occupancy(e);
     }
+    lanes_publish_occupancy(e);
     return NULL;
 }
 
@@ -352,5 +354,8 @@ void weft_engine_get_stats(weft_engine *e, weft_engine_stats *out) {
     out->running = e->n_running;
     out->waiting = e->n_waiting;
     pthread_mutex_unlock(&e->mu);
+    out->kv_rows_capacity = (uint64_t)e->parallel * (uint64_t)e->capacity;
+    out->parallel = e->parallel;
+    out->max_queue = e->max_queue;
     e->be->ops->memory(e->be->self, &out->memory_used, &out->memory_free);
 }

@@ -158,6 +158,8 @@ void lanes_reap_cancelled(weft_engine *e, bool all, const char *why);
 /* One round over the admitted streams. Returns the number of admitted streams left. */
 int lanes_round(weft_engine *e);
 int lanes_active(const weft_engine *e);
+/* Publishes the admitted streams' cache rows (totals.kv_rows_used) for weft_engine_get_stats. */
+void lanes_publish_occupancy(weft_engine *e);
 
 /* depth.c (engine thread) */
 void lanes_depth_init(lane_depth *d);

@@ -23,6 +23,15 @@ int lanes_active(const weft_engine *e) {
     return n;
 }
 
+void lanes_publish_occupancy(weft_engine *e) {
+    uint64_t rows = 0;
+    for (int i = 0; i < e->parallel; i++)
+        if (e->lanes[i].req) rows += (uint64_t)e->lanes[i].cache_len;
+    pthread_mutex_lock(&e->mu);
+    e->totals.kv_rows_used = rows;
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void lane_stats(const lane *l, double now, weft_request_stats *st) {
     memset(st, 0, sizeof *st);
     st->rounds = l->rounds;

@@ -506,6 +506,28 @@ static weft_family family_of(const char *mt) {
     return WEFT_FAMILY_UNKNOWN;
 }
 
+/* An activation key of the text model (text_config for nested configs, else the top level; never a vision
+ * tower's) must name what the family computes: anything else would silently run the wrong function.
+ * "swish" is transformers' other name for SiLU (ACT2FN). Absent = the family's own. */
+static weft_status check_act(const cctx *c, weft_family f, const char *key, const char *want) {
+    json_t *v = json_object_get(c->text, key);
+    if (!v || json_is_null(v)) return WEFT_OK;
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    bool silu = !strcmp(want, "silu");
+    if (s && (!strcmp(s, want) || (silu && !strcmp(s, "swish")))) return WEFT_OK;
+    return weft_err_set(c->err, WEFT_ENOTSUP, "%s: %s \"%.40s\" is not supported for %s (it computes %s)",
+                        c->file, key, s ? s : "(not a string)", weft_family_name(f), want);
+}
+
+static weft_status check_activations(const cctx *c, weft_family f) {
+    weft_status st;
+    if (f == WEFT_FAMILY_NEMOTRON_H) {
+        if ((st = check_act(c, f, "mlp_hidden_act", "relu2"))) return st;
+        return check_act(c, f, "mamba_hidden_act", "silu");
+    }
+    return check_act(c, f, "hidden_act", "silu"); /* llama, qwen3, qwen3_5(_moe): SwiGLU MLPs and experts */
+}
+
 static weft_status parse_common(const cctx *c, weft_config *cfg) {
     weft_family f = cfg->family;
     bool nemo = f == WEFT_FAMILY_NEMOTRON_H, q35 = f == WEFT_FAMILY_QWEN3_5 || f == WEFT_FAMILY_QWEN3_5_MOE;
@@ -516,6 +538,7 @@ static weft_status parse_common(const cctx *c, weft_config *cfg) {
         st = qwen35_layers(c, cfg);
     else
         st = dense_layers(c, cfg);
+    if (!st) st = check_activations(c, f);
     if (st) return st;
     /* a dense MLP size is needed where a dense MLP exists */
     bool need_i = f == WEFT_FAMILY_LLAMA || f == WEFT_FAMILY_QWEN3 || f == WEFT_FAMILY_QWEN3_5 ||

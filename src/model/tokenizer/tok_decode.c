@@ -74,12 +74,15 @@ static size_t feed_bytes(weft_detok *d, const char *piece, size_t n, char *out) 
             piece += k - np;
             n -= k - np;
             d->n_pending = 0;
+            d->prompt_pending = false;
         } else if (bad) {
-            o = emit(d, out, o, FFFD, 3);
+            /* a prompt's unfinished character that cannot complete is the prompt's, not this text's */
+            if (!d->prompt_pending) o = emit(d, out, o, FFFD, 3);
             if (bad >= np) { /* the subpart ends inside the piece */
                 piece += bad - np;
                 n -= bad - np;
                 d->n_pending = 0;
+                d->prompt_pending = false;
             } else { /* it ends inside the held bytes: keep the rest of them */
                 memmove(d->pending, d->pending + bad, np - bad);
                 d->n_pending = (uint8_t)(np - bad);
@@ -134,7 +137,11 @@ weft_status weft_detok_feed(weft_detok *d, int32_t id, char *out, size_t capacit
 
 size_t weft_detok_flush(weft_detok *d, char *out, size_t capacity) {
     if (!d || !d->n_pending || capacity < 3) return 0;
-    d->n_pending = 0; /* a held prefix is one maximal subpart */
+    d->n_pending = 0;        /* a held prefix is one maximal subpart */
+    if (d->prompt_pending) { /* the prompt's bytes, never completed: not part of this text */
+        d->prompt_pending = false;
+        return 0;
+    }
     return emit(d, out, 0, FFFD, 3);
 }
 
@@ -149,7 +156,8 @@ weft_status weft_detok_prime(weft_detok *d, const int32_t *ids, size_t n, weft_e
         st = weft_detok_feed(d, ids[i], scratch, cap, &got, err);
     }
     free(scratch);
-    d->n_pending = 0; /* the prompt's unfinished character is not part of what follows */
+    /* The prompt's unfinished character stays pending: the text that follows may complete it. */
+    d->prompt_pending = d->n_pending > 0;
     return st;
 }
 

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# weft against llama.cpp on the same GPU and the same random-weight GGUF (issue E1, SPEC §7), one command on the
+# GPU machine, run from the repository root:
+#   WEFT_SBS="weft lcpp http ncu" bash bench/cuda/side_by_side.sh
+# carry/ holds: weft.xz (the static CUDA build, `cmake -DWEFT_CUDA=ON -DWEFT_STATIC=ON`, stripped), libs.tar.xz
+# (lib/: the shared libraries libmicrohttpd's gnutls needs), test_cuda_backend.xz (for the part "test"), tok128k.json.xz (bench/cuda/vocab_for_shape.py of the Qwen3 tokenizer:
+# the first 128,256 ids, a consistent BPE), and either llama.tar.xz (a llama.cpp CUDA build brought back by an
+# earlier run) or llamacpp-src.tar.xz (the unslothai/llama.cpp snapshot's source, built here for sm_90a in the
+# background while weft runs: ~6 min on 13 cores).
+# Parts (WEFT_SBS): weft = `weft bench` in-process (prefill 512/2k/8k, batch-1 decode, 4/16/64 streams);
+# lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
+# decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
+# ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
+# stage launched twice (WEFT_CUDA_TIMING_TWICE): the difference is the stage's cost inside the graph; test =
+# tests/gpu's test_cuda_backend (every fixture, the exactness checks). The model: bench/cuda/peer_gguf.py (Llama-3.1-8B shape, Q4_0) at /tmp/m8b.gguf.
+# Logs: $OUT/sbs.log; llama.cpp's build comes back as $OUT/llama.tar.xz.* (15 MB parts) when it was built here.
+set -u
+C=${CARRY:-carry}
+LOG=/tmp/sbs # every log; concatenated into $OUT/sbs.log at the end ($OUT takes at most 8 files)
+M=/tmp/m8b.gguf
+LC=/tmp/lcpp
+parts=${WEFT_SBS:-weft lcpp}
+mkdir -p "$LOG" /tmp/w
+T0=$SECONDS
+el() { echo "[$((SECONDS - T0))s] $*"; }
+has() { [[ " $parts " == *" $1 "* ]]; }
+run() { # name, limit, command... (output to $LOG/name.log, tail shown)
+    local name=$1 limit=$2
+    shift 2
+    el "start $name"
+    timeout "$limit" "$@" >"$LOG/$name.log" 2>&1
+    echo "rc=$?" >>"$LOG/$name.log"
+    el "done $name"
+    tail -n 8 "$LOG/$name.log"
+}
+
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv,noheader
+xz -dc "$C/weft.xz" >/tmp/w/weft && chmod +x /tmp/w/weft && tar -xJf "$C/libs.tar.xz" -C /tmp/w
+export LD_LIBRARY_PATH=/tmp/w/lib
+
+if has lcpp; then
+    if [ -f "$C/llama.tar.xz" ]; then
+        mkdir -p $LC/build && tar -xJf "$C/llama.tar.xz" -C $LC/build && touch $LC/built
+    else
+        mkdir -p $LC && tar -xJf "$C/llamacpp-src.tar.xz" -C $LC && mkdir -p $LC/tools/ui &&
+            : >$LC/tools/ui/CMakeLists.txt
+        (cd $LC && cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+            -DGGML_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release &&
+            nice -n 10 taskset -c 3-15 cmake --build build -j13 --target llama-bench llama-batched-bench &&
+            touch $LC/built) >"$LOG/lcpp_build.log" 2>&1 &
+    fi
+fi
+
+[ -f $M ] || {
+    xz -dc "$C/tok128k.json.xz" >/tmp/tok128k.json
+    run make_gguf 200 python3 bench/cuda/peer_gguf.py $M /tmp/tok128k.json llama3-8b
+}
+
+if has test; then
+    xz -dc "$C/test_cuda_backend.xz" >/tmp/w/test_cuda_backend && chmod +x /tmp/w/test_cuda_backend
+    run test 240 /tmp/w/test_cuda_backend
+fi
+
+W="taskset -c 0-2 /tmp/w/weft bench $M --backend cuda"
+W0=$W
+# WEFT_EVENTS=1: the weft part also prints device time vs wall time per forward (WEFT_CU_T_EVENTS)
+[ -n "${WEFT_EVENTS-}" ] && W="env WEFT_CUDA_TIMING_TWICE=256 $W"
+if has twice; then
+    for mask in ${WEFT_TWICE_MASKS:-0 1 2 4 8 240}; do
+        run "twice_$mask" 60 env WEFT_CUDA_TIMING_TWICE=$mask $W0 --prompt-len 512 --gen-len 96 --repeat 2
+    done
+fi
+if has weft; then
+    run weft_pp512_tg128_s16 150 $W --prompt-len 512 --gen-len 128 --repeat 3 --streams 16 --chunk 512
+    run weft_pp2048 60 $W --prompt-len 2048 --gen-len 2 --repeat 2 --chunk 512
+    run weft_pp8192 90 $W --prompt-len 8192 --gen-len 2 --repeat 2 --chunk 512
+    run weft_s4 60 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 4 --chunk 512
+    run weft_s64 120 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 64 --chunk 512
+fi
+
+if has http; then
+    taskset -c 0-2 /tmp/w/weft serve $M --backend cuda --port 8090 --parallel 64 --context 9216 \
+        --metrics-open >"$LOG/serve.log" 2>&1 &
+    SP=$!
+    for _ in $(seq 120); do curl -sf localhost:8090/health >/dev/null && break; sleep 1; done
+    U=http://127.0.0.1:8090
+    run http_decode 120 python3 tools/bench_decode.py --base-url $U --runs 3 --max-tokens 128
+    run http_prefill 120 python3 tools/bench_prefill.py --base-url $U --sizes 2k,8k --runs 1
+    run http_streams 240 python3 tools/bench_concurrency.py --base-url $U --levels 1,4,16,64 --requests 64 \
+        --max-tokens 128:128 --token-prompts --vocab 100000
+    kill -INT $SP
+    wait $SP
+fi
+
+if has ncu; then
+    run ncu 150 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --csv \
+        --launch-skip 400 --launch-count 700 /tmp/w/weft bench $M --backend cuda --prompt-len 32 --gen-len 8 \
+        --repeat 1
+    python3 - "$LOG/ncu.log" <<'EOF'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+h = rows[0]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
+tot = collections.defaultdict(float); cnt = collections.Counter()
+for r in rows[1:]:
+    try: v = float(r[vi].replace(",", ""))
+    except ValueError: continue
+    tot[r[ki][:60]] += v; cnt[r[ki][:60]] += 1
+s = sum(tot.values())
+print(f"ncu: {sum(cnt.values())} kernels, {s/1e3:.1f} us of kernel time")
+for k, v in sorted(tot.items(), key=lambda x: -x[1]):
+    print(f"{v/1e3:10.1f} us {cnt[k]:5d} x {v/cnt[k]/1e3:8.2f} us  {k}")
+EOF
+fi
+
+if has ncu2; then
+    run ncu2 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
+        --section WarpStateStats --section SchedulerStats -k 'regex:attn_span|rope_store|rmsnorm|q4x' \
+        --launch-skip 300 --launch-count 5 /tmp/w/weft bench $M --backend cuda --prompt-len 600 --gen-len 4 \
+        --repeat 1 --chunk 600
+fi
+
+if has lcpp; then
+    el "waiting for llama.cpp"
+    while [ ! -f $LC/built ] && jobs -r | grep -q . && [ $((SECONDS - T0)) -lt ${LCPP_WAIT:-470} ]; do sleep 5; done
+    tail -n 3 "$LOG/lcpp_build.log" 2>/dev/null
+    if [ -f $LC/built ]; then
+        B=$LC/build/bin
+        export LD_LIBRARY_PATH=$B:$LD_LIBRARY_PATH
+        run lcpp_bench 200 $B/llama-bench -m $M -fa 1 -p 512,2048,8192 -n 128 -r 3 -o md
+        run lcpp_bench_d512 60 $B/llama-bench -m $M -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
+        run lcpp_batched 200 $B/llama-batched-bench -m $M -c 42000 -b 2048 -ub 512 -npp 512 -ntg 128 \
+            -npl 1,4,16,64 -fa on
+        [ -f "$C/llama.tar.xz" ] || [ -z "${OUT-}" ] ||
+            (cd $LC/build && tar -cf - bin | xz -T8 -6 | split -b 15m - "$OUT/llama.tar.xz.")
+    fi
+fi
+el "end"
+[ -n "${OUT-}" ] && for f in "$LOG"/*.log; do echo "===== $f"; cat "$f"; done >"$OUT/sbs.log"
