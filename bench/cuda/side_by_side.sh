@@ -60,12 +60,27 @@ fi
 if has test; then
     xz -dc "$C/test_cuda_backend.xz" >/tmp/w/test_cuda_backend && chmod +x /tmp/w/test_cuda_backend
     run test 240 /tmp/w/test_cuda_backend
+    if ! grep -q "^rc=0" "$LOG/test.log"; then # keep measuring, without PDL, if that is what broke
+        export WEFT_CUDA_NO_PDL=1
+        run test_nopdl 240 /tmp/w/test_cuda_backend
+    fi
 fi
 
 W="taskset -c 0-2 /tmp/w/weft bench $M --backend cuda"
 W0=$W
 # WEFT_EVENTS=1: the weft part also prints device time vs wall time per forward (WEFT_CU_T_EVENTS)
 [ -n "${WEFT_EVENTS-}" ] && W="env WEFT_CUDA_TIMING_TWICE=256 $W"
+if has quick; then # a short check of a change: batch 1 + 16 streams, 64 streams, attention launched twice
+    run quick_s16 60 $W --prompt-len 512 --gen-len 128 --repeat 2 --streams 16 --chunk 512
+    run quick_s64 60 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 64 --chunk 512
+    run quick_attn2 40 env WEFT_CUDA_TIMING_TWICE=257 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --chunk 512
+fi
+if has var; then # A/B: without PDL, with session 3's 4-quad kernel for 5..16 rows, attention launched twice
+    run var_nopdl 60 env WEFT_CUDA_NO_PDL=1 $W0 --prompt-len 512 --gen-len 128 --repeat 2 --streams 16 --chunk 512
+    run var_rq4 60 env WEFT_CUDA_TIMING_TWICE=512 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --streams 16 \
+        --chunk 512
+    run var_attn2 40 env WEFT_CUDA_TIMING_TWICE=257 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --chunk 512
+fi
 if has twice; then
     for mask in ${WEFT_TWICE_MASKS:-0 1 2 4 8 240}; do
         run "twice_$mask" 60 env WEFT_CUDA_TIMING_TWICE=$mask $W0 --prompt-len 512 --gen-len 96 --repeat 2
@@ -79,18 +94,22 @@ if has weft; then
     run weft_s64 120 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 64 --chunk 512
 fi
 
-if has http; then
-    taskset -c 0-2 /tmp/w/weft serve $M --backend cuda --port 8090 --parallel 64 --context 9216 \
+if has http; then # 16 streams of 9,216 positions (fp32 KV: 2.4 GB each)
+    taskset -c 0-3 /tmp/w/weft serve $M --backend cuda --port 8090 --parallel 16 --context 9216 \
         --metrics-open >"$LOG/serve.log" 2>&1 &
     SP=$!
-    for _ in $(seq 120); do curl -sf localhost:8090/health >/dev/null && break; sleep 1; done
     U=http://127.0.0.1:8090
+    for _ in $(seq 180); do
+        python3 -c "import urllib.request; urllib.request.urlopen('$U/health', timeout=2)" 2>/dev/null && break
+        sleep 1
+    done
     run http_decode 120 python3 tools/bench_decode.py --base-url $U --runs 3 --max-tokens 128
     run http_prefill 120 python3 tools/bench_prefill.py --base-url $U --sizes 2k,8k --runs 1
-    run http_streams 240 python3 tools/bench_concurrency.py --base-url $U --levels 1,4,16,64 --requests 64 \
+    run http_streams 240 python3 tools/bench_concurrency.py --base-url $U --levels 1,4,16 --requests 16 \
         --max-tokens 128:128 --token-prompts --vocab 100000
     kill -INT $SP
     wait $SP
+    tail -n 5 "$LOG/serve.log"
 fi
 
 if has ncu; then
@@ -120,6 +139,13 @@ if has ncu2; then
         --repeat 1 --chunk 600
 fi
 
+if has ncu3; then # full sections of the decode attention and a 16-row matmul
+    run ncu3a 120 ncu --clock-control none --set full -k 'regex:attn_span|attn_combine' --launch-skip 64 \
+        --launch-count 2 /tmp/w/weft bench $M --backend cuda --prompt-len 600 --gen-len 4 --repeat 1 --chunk 600
+    run ncu3b 120 ncu --clock-control none --set full -k 'regex:q4x_kernel<2, 1, 4, 4, 4>' --launch-skip 8 \
+        --launch-count 2 /tmp/w/weft bench $M --backend cuda --prompt-len 64 --gen-len 8 --repeat 1 --streams 16
+fi
+
 if has lcpp; then
     el "waiting for llama.cpp"
     while [ ! -f $LC/built ] && jobs -r | grep -q . && [ $((SECONDS - T0)) -lt ${LCPP_WAIT:-470} ]; do sleep 5; done
@@ -134,6 +160,16 @@ if has lcpp; then
         [ -f "$C/llama.tar.xz" ] || [ -z "${OUT-}" ] ||
             (cd $LC/build && tar -cf - bin | xz -T8 -6 | split -b 15m - "$OUT/llama.tar.xz.")
     fi
+fi
+if has matmul && [ $((SECONDS - T0)) -lt ${MATMUL_BEFORE:-450} ]; then # the kernel harness: every 4-bit layout, M in {1..256} bit-identical to the fp32 kernel
+    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    run matmul 150 env WEFT_MATMUL_QUICK=1 /tmp/w/bench_cuda_matmul
+fi
+if has b32w && [ $((SECONDS - T0)) -lt ${B32_BEFORE:-430} ]; then # weft alone on the 32B dense shape
+    rm -f $M
+    run make_gguf32 120 python3 bench/cuda/peer_gguf.py /tmp/m32b.gguf /tmp/tok128k.json dense-32b
+    run weft32_pp2048 100 taskset -c 0-2 /tmp/w/weft bench /tmp/m32b.gguf --backend cuda --prompt-len 2048 \
+        --gen-len 64 --repeat 1 --chunk 512 --streams 16
 fi
 el "end"
 [ -n "${OUT-}" ] && for f in "$LOG"/*.log; do echo "===== $f"; cat "$f"; done >"$OUT/sbs.log"

@@ -13,6 +13,7 @@
 // row has few key blocks, so latency, not bandwidth, sets the time (bench/NOTES.md, session 4).
 #include "cuda_kernels.h"
 #include "attn_common.cuh"
+#include "pdl.cuh"
 
 #include <math.h>
 
@@ -22,16 +23,18 @@ constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN, kMaxThreads = 1024
 
 // One warp's (key block, query head) partial: mb/lb [G] and ob [G·d] of block w in shared memory.
 // DJ = ceil(d / 32) output columns per lane.
-template <int DJ>
-__device__ __forceinline__ void block_head(const float *__restrict__ qg, const float *__restrict__ Kc,
+// K rows come from kb (key t0 + i at kb + i·ks): the span's K tile in shared memory (KSM) or the cache.
+template <int DJ, bool KSM>
+__device__ __forceinline__ void block_head(const float *__restrict__ qg, const float *__restrict__ kb, int ks,
                                            const float *__restrict__ Vc, int t0, int nv, int d, int kvd,
                                            float scale, int lane, float *mb, float *lb, float *ob) {
     const bool valid = lane < nv;
-    const float *krow = Kc + (size_t)(t0 + (valid ? lane : 0)) * kvd;
+    const float *krow = kb + (size_t)(valid ? lane : 0) * ks;
     float acc = 0.0f;
 #pragma unroll 8
     for (int c = 0; c < d; c += 4) {
-        const float4 k4 = __ldg(reinterpret_cast<const float4 *>(krow + c));
+        const float4 k4 = KSM ? *reinterpret_cast<const float4 *>(krow + c)
+                              : __ldg(reinterpret_cast<const float4 *>(krow + c));
         const float4 q4 = *reinterpret_cast<const float4 *>(qg + c);
         acc = fmaf(q4.x, k4.x, acc);
         acc = fmaf(q4.y, k4.y, acc);
@@ -67,12 +70,14 @@ __device__ __forceinline__ void block_head(const float *__restrict__ qg, const f
         if (lane + 32 * j < d) ob[lane + 32 * j] = o[j];
 }
 
-// Shared memory: q [G·d], block partials ob [SPAN][G·d], mb/lb [SPAN][G].
-template <int DJ>
+// Shared memory: q [G·d], block partials ob [SPAN][G·d], mb/lb [SPAN][G], then with KSM the span's K rows
+// [SPAN·KB][d + 4] (16-byte rows; lane l reading row l then hits distinct banks per 8-lane phase).
+template <int DJ, bool KSM>
 __global__ void __launch_bounds__(kMaxThreads)
     attn_span_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows, int Hq,
                      int Hkv, int d, int layer, float scale, float *scratch, int max_spans) {
     extern __shared__ float sm[];
+    weft_pdl_enter();
     const int r = blockIdx.x, j = blockIdx.y, span = blockIdx.z, t = threadIdx.x, lane = t & 31, w = t >> 5;
     const int T = blockDim.x, nw = T >> 5;
     const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d;
@@ -81,15 +86,29 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (k0 >= nkeys) return;
     float *sq = sm, *ob = sq + Gd, *mb = ob + SPAN * Gd, *lb = mb + SPAN * G;
     const int qoff = r * Hq * d + j * Gd;
-    for (int i = t; i < Gd; i += T) sq[i] = Q[qoff + i];
-    __syncthreads();
     const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
     const float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
+    // KSM: the span's K rows copied once, coalesced, into shared memory, where each warp's lanes read one key
+    // row each. Read straight from the cache, those per-lane rows cost the L1 one line per lane per load
+    // (measured: ~30 of ~40 µs stalled on L1TEX at ctx 600). The copy changes no value.
+    const int nk = min(SPAN * KB, nkeys - k0), DP = d + 4;
+    float *sk = lb + ((SPAN * G + 3) & ~3);
+    if (KSM) {
+        const int d4 = d / 4;
+        for (int i = t; i < nk * d4; i += T) {
+            const int key = i / d4, c4 = i % d4;
+            *reinterpret_cast<float4 *>(sk + key * DP + 4 * c4) =
+                __ldg(reinterpret_cast<const float4 *>(Kc + (size_t)(k0 + key) * kvd + 4 * c4));
+        }
+    }
+    for (int i = t; i < Gd; i += T) sq[i] = Q[qoff + i];
+    __syncthreads();
     const int nb = min(SPAN, (nkeys - k0 + KB - 1) / KB);
     for (int u = w; u < nb * G; u += nw) {
         const int b = u / G, g = u % G, t0 = k0 + b * KB;
-        block_head<DJ>(sq + g * d, Kc, Vc, t0, min(KB, nkeys - t0), d, kvd, scale, lane, &mb[b * G + g],
-                       &lb[b * G + g], ob + b * Gd + g * d);
+        const float *kb = KSM ? sk + b * KB * DP : Kc + (size_t)t0 * kvd;
+        block_head<DJ, KSM>(sq + g * d, kb, KSM ? DP : kvd, Vc, t0, min(KB, nkeys - t0), d, kvd, scale, lane,
+                            &mb[b * G + g], &lb[b * G + g], ob + b * Gd + g * d);
     }
     __syncthreads();
     const bool single = nkeys <= SPAN * KB;
@@ -114,6 +133,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 // order.
 __global__ void attn_combine_kernel(float *Out, const weft_cu_row *__restrict__ rows, int Hq, int d,
                                     const float *__restrict__ scratch, int max_spans) {
+    weft_pdl_enter();
     const int r = blockIdx.x, h = blockIdx.y;
     const int nkeys = rows[r].pos + 1;
     if (nkeys <= SPAN * KB) return;
@@ -130,17 +150,21 @@ __global__ void attn_combine_kernel(float *Out, const weft_cu_row *__restrict__ 
 }
 
 template <int DJ>
-cudaError_t span_launch(dim3 grid, int threads, size_t smem, cudaStream_t stream, const float *q, float *out,
+cudaError_t span_launch(dim3 grid, int threads, int G, cudaStream_t stream, const float *q, float *out,
                         const weft_cu_row *rows, int Hq, int Hkv, int d, int layer, float scale,
                         float *scratch, int max_spans) {
+    // The K tile in shared memory when it fits (d <= 128: at most ~173 KB with G·d <= 1024).
+    const size_t base = (size_t)G * d * (1 + SPAN) + (size_t)((SPAN * G + 3) & ~3) + (size_t)SPAN * G;
+    const size_t ksm = sizeof(float) * (base + (size_t)SPAN * KB * (size_t)(d + 4));
+    const bool use_ksm = d <= 128;
+    const size_t smem = use_ksm ? ksm : sizeof(float) * base;
+    auto kernel = use_ksm ? attn_span_kernel<DJ, true> : attn_span_kernel<DJ, false>;
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<DJ>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    attn_span_kernel<DJ>
-        <<<grid, threads, smem, stream>>>(q, out, rows, Hq, Hkv, d, layer, scale, scratch, max_spans);
-    return cudaGetLastError();
+    return weft_pdl_launch(kernel, grid, dim3(threads), smem, stream, q, out, rows, Hq, Hkv, d, layer, scale,
+                           scratch, max_spans);
 }
 
 } // namespace
@@ -158,35 +182,34 @@ extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_
         return cudaErrorInvalidValue;
     const int G = Hq / Hkv, spans = max_pos / (SPAN * KB) + 1,
               max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
-    const size_t smem = sizeof(float) * ((size_t)G * d * (1 + SPAN) + (size_t)2 * SPAN * G);
     // One warp per (key block, query head) of a span, at most kMaxThreads threads.
     const int threads = min(kMaxThreads, 32 * SPAN * G);
     const dim3 grid((unsigned)n, (unsigned)Hkv, (unsigned)spans);
     cudaError_t e = cudaSuccess;
     switch ((d + 31) / 32) {
     case 1:
-        e = span_launch<1>(grid, threads, smem, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<1>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                            max_spans);
         break;
     case 2:
-        e = span_launch<2>(grid, threads, smem, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<2>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                            max_spans);
         break;
     case 3:
     case 4:
-        e = span_launch<4>(grid, threads, smem, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<4>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                            max_spans);
         break;
     default:
-        e = span_launch<8>(grid, threads, smem, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<8>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                            max_spans);
         break;
     }
     if (e != cudaSuccess) return e;
     if (spans > 1) {
         const int cthreads = d < 128 ? 32 : 128;
-        attn_combine_kernel<<<dim3((unsigned)n, (unsigned)Hq), cthreads, 0, stream>>>(out, rows, Hq, d,
-                                                                                      scratch, max_spans);
+        return weft_pdl_launch(attn_combine_kernel, dim3((unsigned)n, (unsigned)Hq), dim3(cthreads), 0,
+                               stream, out, rows, Hq, d, (const float *)scratch, max_spans);
     }
     return cudaGetLastError();
 }

@@ -14,6 +14,7 @@
 // gives the same bits whichever kernel runs it and whatever rows share its tile.
 #include "cuda_kernels.h"
 #include "attn_common.cuh"
+#include "pdl.cuh"
 
 namespace {
 
@@ -38,6 +39,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     attn_tile_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows,
                      const weft_cu_tile *__restrict__ tiles, int Hq, int Hkv, int d, int layer, float scale) {
     extern __shared__ __align__(16) float sm[];
+    weft_pdl_enter();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, j = blockIdx.y;
     const int G = Hq / Hkv, kvd = Hkv * d, DP = d + 4;
     const weft_cu_tile tl = tiles[blockIdx.x];
@@ -223,7 +225,6 @@ extern "C" cudaError_t weft_cu_attention_tiles(const float *q, float *out, const
             cudaFuncSetAttribute(attn_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    attn_tile_kernel<<<dim3((unsigned)n_tiles, (unsigned)Hkv), kWarps * 32, smem, stream>>>(
-        q, out, rows, tiles, Hq, Hkv, d, layer, scale);
-    return cudaGetLastError();
+    return weft_pdl_launch(attn_tile_kernel, dim3((unsigned)n_tiles, (unsigned)Hkv), dim3(kWarps * 32), smem,
+                           stream, q, out, rows, tiles, Hq, Hkv, d, layer, scale);
 }

@@ -113,6 +113,9 @@ typedef struct weft_cu_epi {
      * xf_nsub = K / 32), not the sums — so only for a consumer that reads none (WEFT_CU_OFF8 weights) */
     uint32_t *xf;
     int64_t xf_nsub;
+    /* timing experiments only (WEFT_CU_T_RQ4): 5..16 rows as 4 activation quads per block (session 3's
+     * kernel) instead of one quad per block; the same bits */
+    int quads4;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
 

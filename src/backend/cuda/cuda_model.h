@@ -106,7 +106,8 @@ enum {
     WEFT_CU_T_O = 32,
     WEFT_CU_T_GU = 64,
     WEFT_CU_T_DOWN = 128,
-    WEFT_CU_T_EVENTS = 256
+    WEFT_CU_T_EVENTS = 256,
+    WEFT_CU_T_RQ4 = 512 /* not a stage: 5..16-row 4-bit matmuls with 4 quads per block (weft_cu_epi) */
 };
 
 #endif

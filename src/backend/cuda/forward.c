@@ -88,7 +88,8 @@ static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, in
                       int64_t ldy, const float *bias, int accumulate, const char *what, weft_err *err) {
     if (wants_xq(b, w)) {
         const weft_cu_xq xq = X == b->g ? xq_down(b) : xq_of(b, w->cols);
-        const weft_cu_epi e = weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows);
+        weft_cu_epi e = weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows);
+        e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
         LAUNCH(weft_cu_matmul_q4x(w, &xq, n, &e, b->stream), what);
         return WEFT_OK;
     }
@@ -145,7 +146,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .y = {b->q, b->k, b->v},
                                    .ld = {qd, kvd, kvd},
                                    .end = {qd, qd + kvd, qd + 2 * kvd},
-                                   .bias = {ly->bq, ly->bk, ly->bv}};
+                                   .bias = {ly->bq, ly->bk, ly->bv},
+                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0};
             STAGE(WEFT_CU_T_QKV, LAUNCH(weft_cu_matmul_q4x(&ly->wqkv, &xq, n, &e, st), "qkv projection"));
         } else {
             STEP(mm(b, &ly->wq, b->xb, H, n, b->q, qd, ly->bq, 0, "q projection", err));
@@ -185,7 +187,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .y = {b->g, b->g, b->g},
                                    .ld = {I, I, I},
                                    .xf = down_words ? xq_down(b).f : NULL,
-                                   .xf_nsub = I / 32};
+                                   .xf_nsub = I / 32,
+                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0};
             STAGE(WEFT_CU_T_GU, LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection"));
         } else {
             STEP(mm(b, &ly->wg, b->xb, H, n, b->g, I, NULL, 0, "gate projection", err));

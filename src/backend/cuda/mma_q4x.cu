@@ -15,6 +15,7 @@
 //    gate row o and up row o of one activation row: out = g / (1 + e^(−g))·u, the swiglu kernel's formula).
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
+#include "pdl.cuh"
 
 namespace {
 
@@ -144,12 +145,14 @@ q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float
     }
 }
 
-// x of one K block for RQ == 1 (activation rows 0..3): the lane's B words and the sums of row t.
+// x of one K block for RQ == 1 (activation rows row0 .. row0 + 3): the lane's B words and the sums of row
+// row0 + t.
 template <int MODE, int SB>
 __device__ __forceinline__ void q4x_load_x1(uint4 (&xv)[SB], float (&sv)[SB], const uint32_t *xlane,
                                             const float *__restrict__ XS, int64_t nsub, int M, int kb, int g,
-                                            int t) {
-    const int xi = g >> 1;
+                                            int t, int row0) {
+    const int xi = row0 + (g >> 1);
+    t += row0;
 #pragma unroll
     for (int j = 0; j < SB; j++) {
         const int64_t u = (int64_t)kb * SB + j;
@@ -169,10 +172,16 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
                                                   const float *__restrict__ XS, int M, weft_cu_epi epi) {
     constexpr int D = RQ == 8 ? 2 : RQ == 4 ? 3 : 4; // K blocks of loads in flight per warp
     extern __shared__ float red[];                   // [KW − 1][RQ][2][32]: the warps' sums
+    weft_pdl_enter();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5);
     const int g = lane >> 2, t = lane & 3;
-    const int64_t tile = blockIdx.x, ng = w.cols >> w.gshift, nsub = w.cols / 32;
-    const int nblk = (int)(w.cols / (32 * SB)), row0 = (int)blockIdx.y * 4 * RQ;
+    // RQ == 1 with several row groups: the groups of one tile are consecutive blocks (they share its weight
+    // loads through L2); otherwise blockIdx.y is the row group.
+    const int nrg1 = RQ == 1 ? (M + 3) / 4 : 1;
+    const int64_t tile = RQ == 1 ? blockIdx.x / nrg1 : blockIdx.x, ng = w.cols >> w.gshift,
+                  nsub = w.cols / 32;
+    const int nblk = (int)(w.cols / (32 * SB)),
+              row0 = RQ == 1 ? (int)(blockIdx.x % nrg1) * 4 : (int)blockIdx.y * 4 * RQ;
     const int mine = warp < nblk ? (nblk - warp + KW - 1) / KW : 0; // this warp's K blocks
     const uint32_t *qb = static_cast<const uint32_t *>(w.q) + lane * SB;
     const uint32_t *xlane = XF + (g & 1) * 16 + 4 * t;
@@ -196,7 +205,7 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
         xc[j] = make_uint4(0u, 0u, 0u, 0u);
         sc[j] = 0.0f;
     }
-    if (RQ == 1 && mine > 0) q4x_load_x1<MODE, SB>(xc, sc, xlane, XS, nsub, M, warp, g, t);
+    if (RQ == 1 && mine > 0) q4x_load_x1<MODE, SB>(xc, sc, xlane, XS, nsub, M, warp, g, t, row0);
     for (int i0 = 0; i0 < mine; i0 += D) {
 #pragma unroll
         for (int s = 0; s < D; s++) {
@@ -206,7 +215,7 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
                 float sn[SB];
                 if (RQ == 1) {
                     if (i + 1 < mine) {
-                        q4x_load_x1<MODE, SB>(xn, sn, xlane, XS, nsub, M, warp + (i + 1) * KW, g, t);
+                        q4x_load_x1<MODE, SB>(xn, sn, xlane, XS, nsub, M, warp + (i + 1) * KW, g, t, row0);
                     } else {
 #pragma unroll
                         for (int j = 0; j < SB; j++) {
@@ -283,6 +292,7 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
 
 __global__ void xq_prep_kernel(const float *__restrict__ X, int64_t ldx, int M, int64_t K, uint32_t *F,
                                float *S) {
+    weft_pdl_enter();
     const int64_t nch = K / 8, nsub = K / 32;
     const int64_t gc = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, i = gc / nch, c = gc % nch;
     const bool ok = i < M;
@@ -312,15 +322,20 @@ cudaError_t launch_q4x(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
                        cudaStream_t st) {
     const unsigned tiles = (unsigned)(d.rows / 16), nrg = (unsigned)((M + 4 * RQ - 1) / (4 * RQ));
     const size_t smem = sizeof(float) * (size_t)(KW - 1) * RQ * 64;
-    q4x_kernel<MODE, SDT, SB, GPB, RQ><<<dim3(tiles, nrg), KW * 32, smem, st>>>(d, xq->f, xq->s, M, epi);
-    return cudaGetLastError();
+    const dim3 grid = RQ == 1 ? dim3(tiles * nrg, 1) : dim3(tiles, nrg);
+    return weft_pdl_launch(q4x_kernel<MODE, SDT, SB, GPB, RQ>, grid, dim3(KW * 32), smem, st, d,
+                           (const uint32_t *)xq->f, (const float *)xq->s, M, epi);
 }
 
 template <int MODE, int SDT, int SB, int GPB>
 cudaError_t launch_rq(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, cudaStream_t st) {
+    const bool rq4 = epi.quads4 != 0;
     // Warps per tile: the weight shape alone, exactly as mma_q4.cu picks them (the order of the warps' sums).
     const int KW = SB == 4 && d.rows / 16 < 528 ? 8 : 4;
-    if (M <= 4) return launch_q4x<MODE, SDT, SB, GPB, 1>(d, xq, M, epi, KW, st);
+    // Up to 16 rows: one quad per block, the quads of a tile in consecutive blocks (its weights come from L2
+    // after the first); measured faster than 4 quads per block (RQ 4: register-bound, x re-read per tile).
+    // quads4 (WEFT_CU_T_RQ4, timing only) keeps the RQ 4 kernel for 5..16 rows. Same bits either way.
+    if (M <= 4 || (M <= 16 && !rq4)) return launch_q4x<MODE, SDT, SB, GPB, 1>(d, xq, M, epi, KW, st);
     if (M <= 16) return launch_q4x<MODE, SDT, SB, GPB, 4>(d, xq, M, epi, KW, st);
     return launch_q4x<MODE, SDT, SB, GPB, 8>(d, xq, M, epi, KW, st);
 }
@@ -347,8 +362,8 @@ extern "C" cudaError_t weft_cu_xq_prep(const float *X, int64_t ldx, int M, const
     if (M <= 0) return cudaSuccess;
     if (xq->K <= 0 || xq->K % 32 || ldx % 4) return cudaErrorInvalidValue;
     const int64_t threads = (int64_t)M * (xq->K / 8), blocks = (threads + 255) / 256;
-    xq_prep_kernel<<<(unsigned)blocks, 256, 0, stream>>>(X, ldx, M, xq->K, xq->f, xq->s);
-    return cudaGetLastError();
+    return weft_pdl_launch(xq_prep_kernel, dim3((unsigned)blocks), dim3(256), 0, stream, X, ldx, M, xq->K,
+                           xq->f, xq->s);
 }
 
 extern "C" weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate,

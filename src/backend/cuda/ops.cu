@@ -1,6 +1,7 @@
 // Per-row kernels: RMSNorm (one block per row, fixed order), RoPE + KV store, SwiGLU.
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
+#include "pdl.cuh"
 
 namespace {
 
@@ -15,6 +16,7 @@ __global__ void __launch_bounds__(T)
                    const float *__restrict__ w, int n, float eps, uint32_t *F, float *S) {
     __shared__ float part[T / 32];
     __shared__ float inv_s;
+    weft_pdl_enter();
     const int r = blockIdx.x, t = threadIdx.x;
     const float *x = X + (int64_t)(rowmap ? rowmap[r] : r) * ldx;
     float *y = Y + (int64_t)r * ldy;
@@ -58,6 +60,7 @@ constexpr int kRopeHeads = 4;
 __global__ void __launch_bounds__(128)
     rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows, int Hq,
                       int Hkv, int d, int layer, weft_cu_rope rope) {
+    weft_pdl_enter();
     const int r = blockIdx.x, h0 = blockIdx.y * kRopeHeads, t = threadIdx.x, T = blockDim.x;
     const weft_cu_row row = rows[r];
     const int qd = Hq * d, kvd = Hkv * d, half = rope.rot / 2, nh = min(kRopeHeads, Hq + Hkv - h0);
@@ -100,16 +103,15 @@ static cudaError_t rmsnorm_launch(float *Y, int64_t ldy, const float *X, int64_t
     if (n_rows <= 0) return cudaSuccess;
     switch (norm_threads(n)) {
     case 256:
-        rmsnorm_kernel<256><<<n_rows, 256, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps, F, S);
-        break;
+        return weft_pdl_launch(rmsnorm_kernel<256>, dim3(n_rows), dim3(256), 0, stream, Y, ldy, X, ldx,
+                               rowmap, w, n, eps, F, S);
     case 128:
-        rmsnorm_kernel<128><<<n_rows, 128, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps, F, S);
-        break;
+        return weft_pdl_launch(rmsnorm_kernel<128>, dim3(n_rows), dim3(128), 0, stream, Y, ldy, X, ldx,
+                               rowmap, w, n, eps, F, S);
     default:
-        rmsnorm_kernel<32><<<n_rows, 32, 0, stream>>>(Y, ldy, X, ldx, rowmap, w, n, eps, F, S);
-        break;
+        return weft_pdl_launch(rmsnorm_kernel<32>, dim3(n_rows), dim3(32), 0, stream, Y, ldy, X, ldx, rowmap,
+                               w, n, eps, F, S);
     }
-    return cudaGetLastError();
 }
 
 extern "C" cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
@@ -129,8 +131,8 @@ extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, co
                                           cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
     const dim3 grid((unsigned)n, (unsigned)((Hq + Hkv + kRopeHeads - 1) / kRopeHeads));
-    rope_store_kernel<<<grid, 128, 0, stream>>>(q, k, v, rows, Hq, Hkv, d, layer, *rope);
-    return cudaGetLastError();
+    return weft_pdl_launch(rope_store_kernel, grid, dim3(128), 0, stream, q, k, v, rows, Hq, Hkv, d, layer,
+                           *rope);
 }
 
 extern "C" cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream) {
