@@ -41,6 +41,10 @@ float *weft_pool_shared(weft_pool *p);
 typedef void (*weft_task_fn)(void *ctx, int64_t task, float *scratch);
 void weft_pool_run(weft_pool *p, int64_t n_tasks, weft_task_fn fn, void *ctx);
 
+/* weft_pool_run for tasks without scratch, in the shape of weft_sampler_run_fn (weft/sampler.h): pool is a
+ * weft_pool *, task(tctx, i) runs once for every i in [0, n_tasks). */
+void weft_pool_run_plain(void *pool, int64_t n_tasks, void (*task)(void *tctx, int64_t i), void *tctx);
+
 /* ---- matmul and dot (src/backend/cpu/matmul*.c; the arithmetic is specified in src/backend/cpu/mm.h) ----
  * One reduction order for every output: weights decoded to the reference decoder's fp32 values, 16 lanes
  * acc[k mod 16] = fma(w[k], x[k], acc[k mod 16]) in k order, then a fixed pairwise tree over the lanes.

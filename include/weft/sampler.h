@@ -96,6 +96,11 @@ weft_status weft_sampling_validate(const weft_sampling *p, int64_t vocab, weft_e
  * call). */
 typedef struct weft_sampler weft_sampler;
 
+/* A runner for parallel steps inside one draw: must call task(tctx, i) exactly once for every i in
+ * [0, n_tasks), on any threads in any order, and return when all have finished. */
+typedef void (*weft_sampler_task_fn)(void *tctx, int64_t i);
+typedef void (*weft_sampler_run_fn)(void *run_ctx, int64_t n_tasks, weft_sampler_task_fn task, void *tctx);
+
 /* vocab: 1 .. INT32_MAX. Returns NULL if vocab is out of range or memory is short. */
 weft_sampler *weft_sampler_new(int64_t vocab);
 void weft_sampler_free(weft_sampler *s); /* NULL is fine */
@@ -126,6 +131,17 @@ int32_t weft_sample(weft_sampler *s, const float *logits, const weft_sampling *p
 
 /* The error of the last weft_sample that returned -1 (code WEFT_OK when none). Owned by s. */
 const weft_err *weft_sampler_error(const weft_sampler *s);
+
+/* Lets a draw over many candidates (>= 16384 after the prefix cut) split its two costly loops — the top_p
+ * weights exp(l_i - l_0) and the keyed draw's Gumbel noise — into n_tasks (1 .. WEFT_SAMPLER_MAX_TASKS) parts
+ * run by `run`. The draw is unchanged bit for bit: each weight is computed alone and the total is still
+ * added sequentially in sorted order; each part keeps its own best (l + g, then the earlier candidate) and
+ * the parts' bests are merged by that same total order (tests/unit/test_sampler_fast.c compares both paths).
+ * run = NULL or n_tasks <= 1 makes s serial again. The runner must be free while weft_sample runs (do not
+ * call weft_sample from one of its own tasks). Allocates n_tasks skip tables (~11 KB each) here, never in
+ * weft_sample; returns WEFT_ENOMEM or WEFT_EINVAL (n_tasks out of range). */
+#define WEFT_SAMPLER_MAX_TASKS 64
+weft_status weft_sampler_set_parallel(weft_sampler *s, weft_sampler_run_fn run, void *run_ctx, int n_tasks);
 
 /* Log-softmax of raw logits (SPEC §5.1): lse = m + log(sum_i exp(z_i - m)) with m the max and the sum in fp64
  * in id order; logprob_i = (float)(z_i - lse). NaN logits count as -inf; a row whose max is not finite gives

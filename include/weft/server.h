@@ -91,6 +91,13 @@ typedef struct weft_srv_engine_stats {
     int64_t prefix_cache_hits;    /* of those, tokens resumed from it, total */
     int64_t prompt_cache_bytes;   /* bytes the prompt cache holds now (never above its budget) */
     int64_t prompt_cache_budget;  /* its budget (--prompt-cache-gib); 0 when off */
+    int64_t parallel;             /* streams served at once (--parallel) */
+    /* Running totals since start, advanced after every round (not only when a request ends), so that a
+     * difference over a few hundred milliseconds is a throughput. */
+    int64_t prompt_tokens_total; /* prompt tokens prefilled (tokens resumed from the prompt cache excluded) */
+    int64_t generation_tokens_total; /* generated tokens committed */
+    int64_t drafted_total;           /* draft tokens proposed */
+    int64_t accepted_total;          /* of those, kept */
 } weft_srv_engine_stats;
 
 /* ---- the model service ----------------------------------------------------------------------------- */
@@ -168,24 +175,30 @@ typedef struct weft_model_service {
 
 typedef enum weft_log_format { WEFT_LOG_NONE = 0, WEFT_LOG_TEXT = 1, WEFT_LOG_JSON = 2 } weft_log_format;
 
+struct weft_console; /* weft/console.h */
+
 /* Server settings (SPEC §2.1). Strings and arrays are borrowed; they must outlive the server. */
 typedef struct weft_server_config {
     const char *host;            /* "127.0.0.1"; "0.0.0.0" / "::" for all interfaces */
     int port;                    /* 8080; 0 = an ephemeral port (see weft_server_port) */
     const char *const *api_keys; /* [n_api_keys]; none = every route open */
     int n_api_keys;
-    bool metrics_open;          /* --metrics-open: /metrics without a key */
-    size_t max_body_bytes;      /* request body limit, 32 MiB; larger → 413 */
-    int max_connections;        /* concurrent connections accepted (threads), 1024 */
-    int idle_timeout_s;         /* a keep-alive connection idle this long is closed, 120 (0 = never) */
-    int max_tokens;             /* --max-tokens 4096: reply limit when a request omits max_tokens */
-    weft_sampling defaults;     /* --temperature/--top-p/--top-k/--min-p defaults; seed/logprobs ignored */
-    const char *seed_salt;      /* --seed-salt, "0" */
-    int thinking;               /* enable_thinking when a request omits it: 1 --thinking, 0 --no-thinking,
-                                   -1 (default) the template's own default (not passed) */
-    bool drafts;                /* false with --no-drafts */
-    weft_log_format log_format; /* access log: one line per request */
-    FILE *log;                  /* where access lines go (NULL = stderr) */
+    bool metrics_open;            /* --metrics-open: /metrics without a key */
+    size_t max_body_bytes;        /* request body limit, 32 MiB; larger → 413 */
+    int max_connections;          /* concurrent connections accepted (threads), 1024 */
+    int idle_timeout_s;           /* a keep-alive connection idle this long is closed, 120 (0 = never) */
+    int max_tokens;               /* --max-tokens 4096: reply limit when a request omits max_tokens */
+    weft_sampling defaults;       /* --temperature/--top-p/--top-k/--min-p defaults; seed/logprobs ignored */
+    const char *seed_salt;        /* --seed-salt, "0" */
+    int thinking;                 /* enable_thinking when a request omits it: 1 --thinking, 0 --no-thinking,
+                                     -1 (default) the template's own default (not passed) */
+    bool drafts;                  /* false with --no-drafts */
+    weft_log_format log_format;   /* access log: one line per request */
+    FILE *log;                    /* where access lines go (NULL = stderr, or `console` when set) */
+    struct weft_console *console; /* NULL, or the console every stderr line of the server goes through (access
+                                     lines when `log` is NULL, libmicrohttpd and shutdown messages); it
+                                     carries the live status line (weft_server_live_start). Borrowed: it
+                                     must outlive the server. */
 } weft_server_config;
 
 typedef struct weft_server weft_server;
@@ -218,8 +231,44 @@ void weft_server_set_defaults(weft_server *srv, const weft_sampling *defaults);
  * (e.g. main after SIGTERM). The engine is still needed during the call; stop it afterwards. */
 void weft_server_shutdown(weft_server *srv, double grace_s);
 
-/* Frees the server (calls weft_server_shutdown(srv, 0) first if it is still running). NULL is a no-op. */
+/* Frees the server (calls weft_server_live_stop and weft_server_shutdown(srv, 0) first if needed). NULL is a
+ * no-op. */
 void weft_server_destroy(weft_server *srv);
+
+/* ---- live status line (SPEC §2.1) ------------------------------------------------------------------ */
+
+/* One reading for the status line. */
+typedef struct weft_live_sample {
+    double t;         /* weft_now() seconds when it was taken */
+    int64_t requests; /* completion/chat requests in flight (parsed, reply not yet ended); -1 unknown */
+    weft_srv_engine_stats es; /* the engine's gauges and totals then (unknown = -1) */
+} weft_live_sample;
+
+/* Formats the status line from the reading `cur` and the one before it (`prev`, NULL for none), e.g.
+ *   req 3 queued 1 | streams 2/4 | decode 812.3 tok/s | prefill 4.1k tok/s | KV 12.5% | cache hit 1.2k/3.4k
+ *   tok | drafts 96/120 80%
+ * req: requests in flight, queued: engine jobs waiting for a stream; streams: jobs running / --parallel;
+ * decode / prefill: generated / prefilled tokens per second between prev and cur ("-" without prev or time
+ * between them); KV: kv_cache_usage in percent; cache hit: prompt tokens resumed from the prompt cache /
+ * prompt tokens looked up, since start (shown while the cache is on); drafts: draft tokens accepted /
+ * proposed since start, with the acceptance rate. A field whose value is unknown (-1) is left out. Counts of
+ * 10000 and more and rates of 1000 and more are written with a k or M suffix (one decimal).
+ * columns > 0: the line is kept to columns - 1 characters (a wrapped line cannot be redrawn in place) by
+ * leaving out whole fields from the end; the first field is cut if even it does not fit. Plain ASCII, no
+ * control characters. Writes at most cap - 1 bytes and a NUL (cap >= 1); returns the length written. */
+size_t weft_live_format(char *buf, size_t cap, const weft_live_sample *prev, const weft_live_sample *cur,
+                        int columns);
+
+/* Starts the live status line: when cfg.console is set and live (weft_console_live_wanted), a thread
+ * redraws it every interval_s seconds (> 0; 0.5 in `weft serve`) from the service's stats (svc->stats) and
+ * the server's requests in flight; log lines written through the console meanwhile stay whole. Call after
+ * weft_server_attach. Returns WEFT_OK without starting anything when there is no live console or it already
+ * runs. Errors: WEFT_EINVAL (interval_s), WEFT_EINTERNAL (the thread could not be created). */
+weft_status weft_server_live_start(weft_server *srv, double interval_s, weft_err *err);
+
+/* Stops the status thread (within a few milliseconds) and finishes the console's status line: the last
+ * status drawn stays and gets its newline. Idempotent; a no-op when it never started. */
+void weft_server_live_stop(weft_server *srv);
 
 /* ---- the real service: lane engine + tokenizer + chat template (src/server/service_lanes.c) ------------ */
 

@@ -3,6 +3,7 @@
  * taken by sigwait on the main thread: stop accepting, let running requests finish for --shutdown-grace
  * seconds, cancel the rest, free everything, exit 0. */
 #include "load.h"
+#include "weft/console.h"
 #include "weft/lanes.h"
 #include "weft/safetensors.h"
 #include "weft/server.h"
@@ -15,8 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
-#define MAX_KEYS 64
+#define MAX_KEYS        64
+#define LIVE_INTERVAL_S 0.5 /* redraw period of the live status line */
 
 typedef struct keyring {
     const char *keys[MAX_KEYS]; /* trimmed views into owned[] */
@@ -148,6 +151,10 @@ int cmd_serve(const cli_options *o) {
     weft_service *svc = NULL;
     char *template_src = NULL;
     weft_err err = {0};
+    /* Every stderr line of the running server goes through one console: on a TTY (and without
+     * WEFT_NO_LIVE) it also carries the live status line, which log lines never cut. */
+    weft_console con;
+    weft_console_init(&con, stderr, weft_console_live_wanted(STDERR_FILENO));
     if (collect_keys(o, &keys)) {
         rc = 2;
         goto out;
@@ -165,6 +172,7 @@ int cmd_serve(const cli_options *o) {
     sc.thinking = o->thinking ? 1 : o->no_thinking ? 0 : -1;
     sc.drafts = !o->no_drafts;
     sc.log_format = !strcmp(o->log_format, "json") ? WEFT_LOG_JSON : WEFT_LOG_TEXT;
+    sc.console = &con;
     if (weft_server_create(&sc, &srv, &err) || weft_server_start(srv, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);
         rc = 2;
@@ -255,15 +263,19 @@ int cmd_serve(const cli_options *o) {
      * --mtp-drafts allows it (the copy drafter then fills in when the head has nothing), else copy. */
     bool mtp = !o->no_drafts && be.ops->draft && ec.max_model_draft >= 0;
     const char *drafts = o->no_drafts ? "off" : mtp ? "mtp head + copy" : "copy";
-    fprintf(stderr,
-            "weft: serving %s on http://%s:%d (%s, %d streams x %d positions, %.1f MiB state each, prompt "
-            "cache %.1f MiB, drafts %s)\n",
-            vc.model_id, o->host, weft_server_port(srv), be.ops->name ? be.ops->name : "?", plan.slots,
-            plan.context, (double)plan.stream_bytes / 1048576.0, (double)cache_bytes / 1048576.0, drafts);
+    weft_console_printf(
+        &con,
+        "weft: serving %s on http://%s:%d (%s, %d streams x %d positions, %.1f MiB state each, "
+        "prompt cache %.1f MiB, drafts %s)",
+        vc.model_id, o->host, weft_server_port(srv), be.ops->name ? be.ops->name : "?", plan.slots,
+        plan.context, (double)plan.stream_bytes / 1048576.0, (double)cache_bytes / 1048576.0, drafts);
+    if (weft_server_live_start(srv, LIVE_INTERVAL_S, &err)) /* the server runs without it */
+        weft_console_printf(&con, "weft: %s", err.msg);
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "weft: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    weft_console_printf(&con, "weft: %s received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     weft_server_shutdown(srv, o->shutdown_grace);
+    weft_server_live_stop(srv); /* the final status line, then its newline */
 out:
     if (eng) weft_engine_stop(eng);
     weft_server_destroy(srv);
@@ -274,5 +286,6 @@ out:
     weft_model_free(m);
     free(template_src);
     for (int i = 0; i < keys.n_owned; i++) free(keys.owned[i]);
+    weft_console_destroy(&con);
     return rc;
 }

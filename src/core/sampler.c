@@ -34,7 +34,27 @@ void weft_sampler_free(weft_sampler *s) {
     free(s->cand);
     free(s->tmp);
     free(s->p);
+    free(s->task_skip);
     free(s);
+}
+
+weft_status weft_sampler_set_parallel(weft_sampler *s, weft_sampler_run_fn run, void *run_ctx, int n_tasks) {
+    if (n_tasks < 0 || n_tasks > WEFT_SAMPLER_MAX_TASKS)
+        return weft_err_set(&s->err, WEFT_EINVAL, "sampler: %d parallel tasks (1 .. %d)", n_tasks,
+                            WEFT_SAMPLER_MAX_TASKS);
+    if (!run || n_tasks <= 1) {
+        s->run = NULL;
+        s->n_tasks = 0;
+        return WEFT_OK;
+    }
+    weft_skip_state *ts = realloc(s->task_skip, (size_t)n_tasks * sizeof *ts);
+    if (!ts) return weft_err_set(&s->err, WEFT_ENOMEM, "sampler: out of memory");
+    memset(ts, 0, (size_t)n_tasks * sizeof *ts);
+    s->task_skip = ts;
+    s->run = run;
+    s->run_ctx = run_ctx;
+    s->n_tasks = n_tasks;
+    return WEFT_OK;
 }
 
 int64_t weft_sampler_vocab(const weft_sampler *s) {

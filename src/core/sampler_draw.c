@@ -161,6 +161,109 @@ static size_t collect(weft_sampler *s, float zcut, int top_k) {
     return n;
 }
 
+/* top_p weights p_i = exp(l_i - l_0) of the sorted value keys, into s->p; each is computed alone, so parts
+ * may run in parallel (weft_sampler_set_parallel). */
+typedef struct weights_args {
+    double *p;
+    const uint32_t *keys;
+    size_t n;
+    int n_tasks;
+    double T, l0;
+} weights_args;
+
+static void weights_part(const weights_args *w, size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) w->p[i] = exp((double)weft_order_value(w->keys[i]) / w->T - w->l0);
+}
+
+static void weights_task(void *ctx, int64_t t) {
+    const weights_args *w = ctx;
+    weights_part(w, w->n * (size_t)t / (size_t)w->n_tasks, w->n * (size_t)(t + 1) / (size_t)w->n_tasks);
+}
+
+static void weights(weft_sampler *s, const uint32_t *keys, size_t n, double T, double l0) {
+    weights_args w = {s->p, keys, n, s->n_tasks, T, l0};
+    if (!s->run || n < WEFT_SAMPLER_PAR_MIN)
+        weights_part(&w, 0, n);
+    else
+        s->run(s->run_ctx, s->n_tasks, weights_task, &w);
+}
+
+/* Everything step 8 reads, and the parts' results. */
+typedef struct draw_args {
+    const weft_sampler *s;
+    const float *z;
+    size_t n;
+    int use_top_p, use_min_p, skipping;
+    uint32_t kcut; /* top_p: keys above are cut; keys equal are kept before index eq_end */
+    size_t eq_end;
+    int32_t best; /* the first of the order, drawn before the loop */
+    double T, l0, thr;
+    uint64_t base; /* key_base(seed, pos) */
+    uint64_t init_win;
+    double init_v; /* best's l + g */
+    double part_v[WEFT_SAMPLER_MAX_TASKS];
+    uint64_t part_win[WEFT_SAMPLER_MAX_TASKS];
+} draw_args;
+
+/* Candidates [i0, i1) of s->cand (id order) against the running best (*bestv, *win), with skip table sk. */
+static void draw_range(const draw_args *a, size_t i0, size_t i1, weft_skip_state *sk, double *bestv_io,
+                       uint64_t *win_io) {
+    const uint64_t *cand = a->s->cand;
+    double bestv = *bestv_io;
+    uint64_t win = *win_io;
+    sk->stamp++;
+    for (size_t i = i0; i < i1; i++) {
+        const uint64_t c = cand[i];
+        const int32_t id = cand_id(c);
+        if (a->use_top_p) {
+            uint32_t key = (uint32_t)(c >> 32);
+            if (key > a->kcut) continue;
+            if (key == a->kcut && i >= a->eq_end) continue; /* ties at the boundary: the first by id stay */
+        }
+        if (id == a->best) continue;
+        const double l = (double)a->z[id] / a->T;
+        if (a->use_min_p && !(l >= a->thr)) continue;
+        if (a->skipping) {
+            /* l0 - l is in [0, 41] here; the bin's upper l edge bounds this candidate's l from above (a
+             * candidate put in a lower bin than its own only gets a looser bound). */
+            double at = (a->l0 - l) * WEFT_SKIP_BINS_PER_UNIT;
+            int bin = at < WEFT_SKIP_BINS - 1 ? (int)at : WEFT_SKIP_BINS - 1;
+            if (sk->skip_stamp[bin] != sk->stamp) {
+                sk->skip_max[bin] = skip_bound(bestv - (a->l0 - (double)bin / WEFT_SKIP_BINS_PER_UNIT));
+                sk->skip_stamp[bin] = sk->stamp;
+            }
+            if (sk->skip_max[bin] == INT64_MAX) continue;
+            uint64_t k = key_of(a->base, id);
+            if ((int64_t)(k >> 12) <= sk->skip_max[bin]) continue;
+            double v = l + weft_gumbel(weft_uniform(k));
+            if (v > bestv || (v == bestv && c < win)) {
+                bestv = v;
+                win = c;
+                sk->stamp++;
+            }
+        } else {
+            double v = l + weft_gumbel(weft_uniform(key_of(a->base, id)));
+            if (v > bestv || (v == bestv && c < win)) {
+                bestv = v;
+                win = c;
+            }
+        }
+    }
+    *bestv_io = bestv;
+    *win_io = win;
+}
+
+/* Part t of the candidates, with its own skip table; a skipped candidate is below the part's best, which is
+ * at least the starting best, so skipping stays safe per part. */
+static void draw_task(void *ctx, int64_t t) {
+    draw_args *a = ctx;
+    const int nt = a->s->n_tasks;
+    a->part_v[t] = a->init_v;
+    a->part_win[t] = a->init_win;
+    draw_range(a, a->n * (size_t)t / (size_t)nt, a->n * (size_t)(t + 1) / (size_t)nt, &a->s->task_skip[t],
+               &a->part_v[t], &a->part_win[t]);
+}
+
 int32_t weft_sampler_draw(weft_sampler *s, const weft_sampling *p, int64_t pos, int32_t best, float zb) {
     const float *z = s->z;
     const int64_t V = s->vocab;
@@ -186,11 +289,9 @@ int32_t weft_sampler_draw(weft_sampler *s, const weft_sampling *p, int64_t pos, 
         uint32_t *keys = (uint32_t *)s->tmp, *ktmp = keys + V;
         for (size_t i = 0; i < n; i++) keys[i] = (uint32_t)(s->cand[i] >> 32);
         weft_order_sort_u32(keys, ktmp, n);
+        weights(s, keys, n, T, l0);
         double total = 0.0, acc = 0.0;
-        for (size_t i = 0; i < n; i++) {
-            s->p[i] = exp((double)weft_order_value(keys[i]) / T - l0);
-            total += s->p[i];
-        }
+        for (size_t i = 0; i < n; i++) total += s->p[i];
         size_t keep = 0;
         for (size_t i = 0; i < n; i++) {
             if (keep > 0 && acc >= p->top_p * total) break;
@@ -202,51 +303,43 @@ int32_t weft_sampler_draw(weft_sampler *s, const weft_sampling *p, int64_t pos, 
     }
 
     /* (d) step 8 in id order. The best (first of the order, always kept) goes first so that skipping bites
-     * from the start. */
+     * from the start. The top_p boundary ties kept are the first eq_left by id: those before eq_end. */
+    size_t eq_end = 0;
+    for (size_t i = 0, seen = 0; eq_left && i < n; i++)
+        if ((uint32_t)(s->cand[i] >> 32) == kcut && ++seen == eq_left) eq_end = i + 1;
     const uint64_t base = key_base(p->seed, pos);
-    uint64_t win = weft_order_cand(zb, best);
-    double bestv = l0 + weft_gumbel(weft_uniform(key_of(base, best)));
-    const int skipping = fabs(l0) < 0x1p28; /* the skip proof's margins need |l| < 2^28 */
-    s->stamp++;
-    for (size_t i = 0; i < n; i++) {
-        const uint64_t c = s->cand[i];
-        const int32_t id = cand_id(c);
-        if (use_top_p) {
-            uint32_t key = (uint32_t)(c >> 32);
-            if (key > kcut) continue;
-            if (key == kcut) {
-                if (!eq_left) continue; /* ties at the boundary: the first by id are the kept ones */
-                eq_left--;
-            }
-        }
-        if (id == best) continue;
-        const double l = (double)z[id] / T;
-        if (use_min_p && !(l >= thr)) continue;
-        if (skipping) {
-            /* l0 - l is in [0, 41] here; the bin's upper l edge bounds this candidate's l from above (a
-             * candidate put in a lower bin than its own only gets a looser bound). */
-            double at = (l0 - l) * WEFT_SKIP_BINS_PER_UNIT;
-            int bin = at < WEFT_SKIP_BINS - 1 ? (int)at : WEFT_SKIP_BINS - 1;
-            if (s->skip_stamp[bin] != s->stamp) {
-                s->skip_max[bin] = skip_bound(bestv - (l0 - (double)bin / WEFT_SKIP_BINS_PER_UNIT));
-                s->skip_stamp[bin] = s->stamp;
-            }
-            if (s->skip_max[bin] == INT64_MAX) continue;
-            uint64_t k = key_of(base, id);
-            if ((int64_t)(k >> 12) <= s->skip_max[bin]) continue;
-            double v = l + weft_gumbel(weft_uniform(k));
-            if (v > bestv || (v == bestv && c < win)) {
-                bestv = v;
-                win = c;
-                s->stamp++;
-            }
-        } else {
-            double v = l + weft_gumbel(weft_uniform(key_of(base, id)));
-            if (v > bestv || (v == bestv && c < win)) {
-                bestv = v;
-                win = c;
-            }
-        }
+    draw_args d = {s,
+                   z,
+                   n,
+                   use_top_p,
+                   use_min_p,
+                   fabs(l0) < 0x1p28 /* the skip proof's margins need |l| < 2^28 */,
+                   kcut,
+                   eq_end,
+                   best,
+                   T,
+                   l0,
+                   thr,
+                   base,
+                   weft_order_cand(zb, best),
+                   l0 + weft_gumbel(weft_uniform(key_of(base, best))),
+                   {0},
+                   {0}};
+    if (!s->run || n < WEFT_SAMPLER_PAR_MIN) {
+        double bestv = d.init_v;
+        uint64_t win = d.init_win;
+        draw_range(&d, 0, n, &s->skip, &bestv, &win);
+        return cand_id(win);
     }
+    /* Parts in parallel, each from the same starting best; merged by (l + g desc, candidate asc), a total
+     * order, so the result is the serial loop's whatever the parts or their schedule. */
+    s->run(s->run_ctx, s->n_tasks, draw_task, &d);
+    double bestv = d.init_v;
+    uint64_t win = d.init_win;
+    for (int t = 0; t < s->n_tasks; t++)
+        if (d.part_v[t] > bestv || (d.part_v[t] == bestv && d.part_win[t] < win)) {
+            bestv = d.part_v[t];
+            win = d.part_win[t];
+        }
     return cand_id(win);
 }

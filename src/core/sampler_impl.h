@@ -8,6 +8,16 @@
 #define WEFT_SKIP_BINS_PER_UNIT 16
 #define WEFT_SKIP_BINS          (42 * WEFT_SKIP_BINS_PER_UNIT + 4)
 
+/* The skip table's state: one per thread drawing (the sampler's own, and one per parallel task). */
+typedef struct weft_skip_state {
+    uint64_t stamp; /* bumps whenever the skip table goes stale (new call or new best) */
+    uint64_t skip_stamp[WEFT_SKIP_BINS];
+    int64_t skip_max[WEFT_SKIP_BINS];
+} weft_skip_state;
+
+/* Candidates below this count are drawn on the calling thread even when a runner is set. */
+#define WEFT_SAMPLER_PAR_MIN 16384
+
 struct weft_sampler {
     int64_t vocab;
     float *z;       /* [vocab] the row after bias and penalties (steps 1-2), NaN -> -inf */
@@ -16,9 +26,13 @@ struct weft_sampler {
     uint64_t *cand; /* [vocab] candidates (weft_order_cand) */
     uint64_t *tmp;  /* [vocab] radix scratch; also used as two uint32_t[vocab] halves for the value sort */
     double *p;      /* [vocab] top_p weights exp(l_i - l_0) in sorted order */
-    uint64_t stamp; /* bumps whenever the skip table goes stale (new call or new best) */
-    uint64_t skip_stamp[WEFT_SKIP_BINS];
-    int64_t skip_max[WEFT_SKIP_BINS];
+    weft_skip_state skip;
+    /* weft_sampler_set_parallel: runner, its context, tasks per parallel step (0 = serial), and one skip
+     * state per task */
+    weft_sampler_run_fn run;
+    void *run_ctx;
+    int n_tasks;
+    weft_skip_state *task_skip;
     weft_err err;
 };
 

@@ -1,7 +1,8 @@
 /* mtp.c — the family ops of a trunk with a draft head (layout and rules in mtp.h): state sizing, the
  * forward (trunk, then head absorption), keep, prompt-cache snapshots with the head state, and draft (the
- * greedy chain). The head's math is the family's (mtp_head_vt). */
+ * greedy chain). The head's math is the family's (mtp_head_vt), from the shared parts in mtp_head.c. */
 #include "families/mtp.h"
+#include "weft/cpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +159,8 @@ static weft_status mtp_draft(void *fam, weft_pool *pool, void *state, const int3
     if (st) return st;
     hs->head_len = c; /* row c - 1 now holds (h_{c-1}, t_c): both committed */
     for (int k = 0; k < max_n; k++) {
-        mm->vt->logits(mm, pool, mm->y, 1, mm->logits);
-        int32_t best = 0; /* greedy; ties to the lower id */
+        weft_matmul(pool, mm->io->lm_head, mm->y, 1, mm->logits, mm->V); /* the trunk's vocab head */
+        int32_t best = 0;                                                /* greedy; ties to the lower id */
         for (int64_t v = 1; v < mm->V; v++)
             if (mm->logits[v] > mm->logits[best]) best = (int32_t)v;
         out[k] = best;
@@ -250,17 +251,31 @@ static void mtp_destroy(void *fam) {
     free(mm->jobs);
     free(mm->g_slot);
     free(mm->g_last);
+    free(mm->cat);
+    free(mm->x);
+    free(mm->e);
+    free((void *)mm->krow);
+    free((void *)mm->vrow);
+    free(mm->apos);
     free(mm);
 }
 
-weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *head, int64_t H, int64_t kvd,
-                          int max_context, size_t min_scratch, size_t head_bytes_decoded, weft_err *err) {
+weft_status weft_mtp_discard(weft_family_model *fm, const mtp_head_vt *vt, void *head, weft_status st) {
+    vt->destroy(head);
+    fm->ops->destroy(fm->self);
+    memset(fm, 0, sizeof *fm);
+    return st;
+}
+
+weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *head, const mtp_io *io,
+                          int64_t H, int64_t kvd, int max_context, size_t head_bytes_decoded, weft_err *err) {
     mtp_model *mm = calloc(1, sizeof *mm);
     if (mm) {
         mm->trunk_ops = fm->ops;
         mm->trunk = fm->self;
         mm->vt = vt;
         mm->head = head;
+        mm->io = io;
         mm->H = H;
         mm->V = fm->vocab_size;
         mm->kvd = kvd;
@@ -274,18 +289,23 @@ weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *he
         mm->jobs = malloc(R * sizeof *mm->jobs);
         mm->g_slot = malloc(R * sizeof(int));
         mm->g_last = malloc(R * sizeof(int));
+        mm->cat = malloc(R * 2 * (size_t)H * sizeof(float));
+        mm->x = malloc(R * (size_t)H * sizeof(float));
+        mm->e = malloc((size_t)H * sizeof(float));
+        mm->krow = malloc(R * sizeof(float *));
+        mm->vrow = malloc(R * sizeof(float *));
+        mm->apos = malloc(R * sizeof(int));
     }
-    if (!mm || !mm->hid || !mm->hin || !mm->y || !mm->logits || !mm->jobs || !mm->g_slot || !mm->g_last) {
-        int rows = fm->max_rows;
+    if (!mm || !mm->hid || !mm->hin || !mm->y || !mm->logits || !mm->jobs || !mm->g_slot || !mm->g_last ||
+        !mm->cat || !mm->x || !mm->e || !mm->krow || !mm->vrow || !mm->apos) {
         if (mm) {
-            mm->trunk_ops = NULL; /* destroyed below */
+            mm->trunk_ops = NULL; /* the trunk and the head are weft_mtp_discard's */
+            mm->vt = NULL;
             mtp_destroy(mm);
-        } else {
-            vt->destroy(head);
         }
-        fm->ops->destroy(fm->self);
-        memset(fm, 0, sizeof *fm);
-        return weft_err_set(err, WEFT_ENOMEM, "mtp head: out of memory for %d rows", rows);
+        return weft_mtp_discard(
+            fm, vt, head,
+            weft_err_set(err, WEFT_ENOMEM, "mtp head: out of memory for %d rows", fm->max_rows));
     }
     mm->ops = *fm->ops;
     mm->ops.state_bytes = mtp_state_bytes;
@@ -300,7 +320,8 @@ weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *he
     mm->ops.snapshot_restore = snaps ? mtp_snapshot_restore : NULL;
     fm->ops = &mm->ops;
     fm->self = mm;
-    if (fm->scratch_floats < min_scratch) fm->scratch_floats = min_scratch;
+    /* the pool's per-thread scratch holds decoded weight rows (cpu.h): the fc's are 2H wide */
+    if (fm->scratch_floats < (size_t)(2 * H)) fm->scratch_floats = (size_t)(2 * H);
     fm->weights_bytes += head_bytes_decoded;
     return WEFT_OK;
 }

@@ -62,13 +62,21 @@ typedef struct mtp_head_vt {
     void (*trunk_hidden)(mtp_model *mm, int n, float *out);
     /* Runs rows[0..n) (n <= max_rows; a stream's rows in ascending positions) through the head from their
      * inputs hid [n, H]: writes each row's K/V at its position in its stream's head cache; with y non-NULL
-     * also attention, FFN and the head norm: y [n, H]. */
+     * also attention, FFN and the head norm: y [n, H]. The parts every head has are mtp_head.c's. */
     weft_status (*run)(mtp_model *mm, weft_pool *pool, const mtp_row *rows, int n, const float *hid, float *y,
                        weft_err *err);
-    /* logits [n, V] of n head outputs through the trunk's vocab head */
-    void (*logits)(mtp_model *mm, weft_pool *pool, const float *y, int n, float *logits);
     void (*destroy)(void *head);
 } mtp_head_vt;
+
+/* The weights around the head's layer that every family's head has (§3.9, §4.7): its input fusion
+ * x = fc([RMSNorm(E[t_{i+1}]; enorm) | RMSNorm(h_i; hnorm)]) and its output norm y = RMSNorm(x; out_norm),
+ * whose logits come from the trunk's vocab head. Part of the family's head (weft_mtp_io_load fills it). */
+typedef struct mtp_io {
+    const weft_tensor *embed, *lm_head; /* the trunk's [V, H], borrowed */
+    const weft_tensor *fc;              /* [H, 2H]: eh_proj (nemotron_h), fc (qwen3_5) */
+    float *enorm, *hnorm, *out_norm;    /* [H] each, as applied (qwen3_5: 1+w), owned */
+    float eps;                          /* RMSNorm epsilon of every head norm (the trunk's) */
+} mtp_io;
 
 struct mtp_model {
     weft_family_ops ops; /* the wrapped ops (name and optional entries follow the trunk's) */
@@ -76,6 +84,7 @@ struct mtp_model {
     void *trunk;
     const mtp_head_vt *vt;
     void *head;
+    const mtp_io *io;  /* inside head */
     int64_t H, V, kvd; /* hidden size, vocab, head K/V floats per position */
     int max_rows;
     int max_context; /* positions the trunk serves (its attention scratch); chain rows stay below */
@@ -87,17 +96,27 @@ struct mtp_model {
     mtp_row *jobs; /* [max_rows] */
     int *g_slot;   /* [max_rows] slots seen in a forward */
     int *g_last;   /* [max_rows] their last row */
+    /* the head layer's scratch (mtp_head.c), shared by the families' heads */
+    float *cat;                 /* [max_rows, 2H] fc input */
+    float *x;                   /* [max_rows, H] the head's residual stream */
+    float *e;                   /* [H] one embedding row */
+    const float **krow, **vrow; /* [max_rows] each row's head K/V cache from its head_start */
+    int *apos;                  /* [max_rows] attention positions, relative to head_start */
 };
 
 /* The head's K or V cache (which 0/1) of a stream: [capacity][kvd]. */
 float *weft_mtp_kv(const mtp_model *mm, mtp_hdr *hs, int which);
 
 /* Wraps fm (the trunk, already created) with a head: fm->ops/self become the wrapper's; scratch_floats is
- * raised to min_scratch when lower; max_context: the trunk's (chain rows stay below it). Takes ownership of
- * head (vt->destroy) and, on failure, destroys both the head and the trunk (fm zeroed). kvd: the head's K/V
- * floats per position. Errors: WEFT_ENOMEM. */
-weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *head, int64_t H, int64_t kvd,
-                          int max_context, size_t min_scratch, size_t head_bytes, weft_err *err);
+ * raised to 2H (the fc input rows) when lower; max_context: the trunk's (chain rows stay below it). io lies
+ * in head. Takes ownership of head (vt->destroy) and, on failure, destroys both the head and the trunk (fm
+ * zeroed). kvd: the head's K/V floats per position. Errors: WEFT_ENOMEM. */
+weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *head, const mtp_io *io,
+                          int64_t H, int64_t kvd, int max_context, size_t head_bytes, weft_err *err);
+
+/* A family's attach that failed (st, with err already filled): destroys head (vt->destroy; NULL allowed) and
+ * the trunk, zeroes fm and returns st, so that a failed attach leaves nothing behind. */
+weft_status weft_mtp_discard(weft_family_model *fm, const mtp_head_vt *vt, void *head, weft_status st);
 
 /* The trunk model behind fm: fm->self, or the wrapped trunk when fm has a head (for internal accessors). */
 void *weft_mtp_trunk(const weft_family_model *fm);
@@ -111,6 +130,31 @@ const weft_tensor *weft_mtp_mat(const weft_tensor_set *ts, const char *family, c
 /* A vector of n elements as fp32 (malloc'd), +1 when shift (zero-centred norm stored as w). NULL + err. */
 float *weft_mtp_vec(const weft_tensor_set *ts, const char *family, const char *name, int64_t n, bool shift,
                     size_t *bytes, weft_err *err);
+
+/* ---- the head layer's shared parts (mtp_head.c); the family's run calls them in this order ---- */
+
+/* Loads io->fc (fc_name, [H, 2H]) and the norms norm_names = {enorm, hnorm, out_norm} as stored (no +1);
+ * io->embed, lm_head and eps are the caller's to set. On failure what was loaded stays in io for
+ * weft_mtp_io_free. Errors: those of weft_mtp_mat / weft_mtp_vec naming the tensor. */
+weft_status weft_mtp_io_load(mtp_io *io, const weft_tensor_set *ts, const char *family, const char *fc_name,
+                             const char *const norm_names[3], int64_t H, size_t *bytes, weft_err *err);
+void weft_mtp_io_free(mtp_io *io);
+
+/* The head's input for rows[0..n) from hid [n, H]: mm->x = fc([RMSNorm(E[tok]; enorm) | RMSNorm(hid; hnorm)])
+ * [n, H], and xb [n, H] = RMSNorm(mm->x; in_norm), the attention's input. Errors: those of dequantizing an
+ * embedding row (a token outside the vocabulary). */
+weft_status weft_mtp_head_in(mtp_model *mm, weft_pool *pool, const mtp_row *rows, int n, const float *hid,
+                             const float *in_norm, float *xb, weft_err *err);
+/* Writes row r's k, v [n, kvd] (after the family's bias / norm / RoPE) at its position in its stream's
+ * head cache. */
+void weft_mtp_store_kv(const mtp_model *mm, const mtp_row *rows, int n, const float *k, const float *v);
+/* Causal attention of q [n, n_heads·head_dim] over each row's head cache rows [head_start, pos], scale
+ * 1/sqrt(head_dim), into out [n, n_heads·head_dim]; the positions are relative to head_start. */
+void weft_mtp_attend(mtp_model *mm, weft_pool *pool, const mtp_row *rows, int n, int64_t n_heads,
+                     int64_t n_kv_heads, int64_t head_dim, const float *q, float *out);
+/* The residual step after a sublayer: mm->x += add [n, H], then out [n, H] = RMSNorm(mm->x; w) (the next
+ * sublayer's input, or with w = io->out_norm the head's output y). */
+void weft_mtp_residual(mtp_model *mm, int n, const float *add, const float *w, float *out);
 
 /* Family constructors' hooks: attach the head when the checkpoint has one (config says so and `mtp.*`
  * tensors are present), else leave fm as it is. On failure fm's model is destroyed. Errors: WEFT_EFORMAT

@@ -373,8 +373,7 @@ void srv_gen_end(srv_gen *g) {
         if (all) break;
         srv_gen_pump(g, SRV_WAKE_S);
         if (weft_now() > t_warn) {
-            fprintf(stderr, "weft: request %s: still waiting for the engine to end a cancelled job\n",
-                    g->rid);
+            srv_log(g->srv, "weft: request %s: still waiting for the engine to end a cancelled job", g->rid);
             t_warn = weft_now() + 30;
         }
     }

@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include "internal.h"
+#include "weft/console.h"
 
 char *srv_tokenize_reply(const weft_model_service *svc, const char *body, size_t len, srv_error *e);
 char *srv_detokenize_reply(const weft_model_service *svc, const char *body, size_t len, srv_error *e);
@@ -94,7 +95,6 @@ static void log_escaped(srv_buf *b, const char *s) {
  * text lines escape what could break a line. Written with one fwrite so lines never interleave. */
 static void access_log(weft_server *srv, const conn_req *q) {
     if (srv->cfg.log_format == WEFT_LOG_NONE) return;
-    FILE *f = srv->cfg.log ? srv->cfg.log : stderr;
     double ms = (weft_now() - q->t0) * 1e3;
     srv_buf b = {0};
     if (srv->cfg.log_format == WEFT_LOG_JSON) {
@@ -120,8 +120,13 @@ static void access_log(weft_server *srv, const conn_req *q) {
                        q->completion_tokens, q->cached, ms);
     }
     if (b.len && srv_buf_add(&b, "\n", 1)) {
-        fwrite(b.p, 1, b.len, f);
-        fflush(f);
+        if (!srv->cfg.log && srv->cfg.console) { /* erases the live status line and redraws it under */
+            weft_console_write(srv->cfg.console, b.p, b.len);
+        } else {
+            FILE *f = srv->cfg.log ? srv->cfg.log : stderr;
+            fwrite(b.p, 1, b.len, f);
+            fflush(f);
+        }
     }
     srv_buf_free(&b);
 }
@@ -247,6 +252,7 @@ static void stream_free(void *cls) {
     if (s->g.client_gone) s->log.status = 499; /* logged as nginx does: the client closed the request */
     weft_server *srv = s->g.srv;
     srv_gen_end(&s->g);
+    atomic_fetch_sub(&srv->generating, 1);
     access_log(srv, &s->log);
     srv_request_free(&s->r);
     free(s);
@@ -264,6 +270,7 @@ static enum MHD_Result generate(conn_req *q, struct MHD_Connection *c, srv_kind 
         return respond_error(q, c, &e);
     }
     srv_gen *g = &s->g;
+    atomic_fetch_add(&srv->generating, 1); /* until srv_gen_end (here, or stream_free for a stream) */
     bool ok = srv_gen_start(g, srv, &s->r, q->rid, conn_fd(c), &e);
     /* Wait: non-streamed replies until the end; streamed ones until the engine admitted the job, so a queued
      * request cancelled by shutdown still gets a real 503 and every check happens before the stream opens. */
@@ -311,6 +318,7 @@ static enum MHD_Result generate(conn_req *q, struct MHD_Connection *c, srv_kind 
         }
     }
     srv_gen_end(g);
+    atomic_fetch_sub(&srv->generating, 1);
     srv_request_free(&s->r);
     free(s);
     return ret;

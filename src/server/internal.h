@@ -134,6 +134,8 @@ void srv_metrics_init(srv_metrics *m);
 void srv_metrics_destroy(srv_metrics *m);
 void srv_metrics_status(srv_metrics *m, int status);
 void srv_metrics_disconnect(srv_metrics *m);
+/* Sets every field of es to -1 (unknown), before svc->stats fills what it knows. */
+void srv_engine_stats_unknown(weft_srv_engine_stats *es);
 /* Prometheus text exposition into b. svc may be NULL (loading). */
 bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *b);
 
@@ -156,7 +158,16 @@ struct weft_server {
     pthread_cond_t cv; /* signalled when active drops */
     bool shut;
     srv_metrics metrics;
+    atomic_int generating; /* completion/chat requests from their parse until their reply ended (live.c) */
+    /* live status line (live.c): the thread waits on live_cv (monotonic clock) under mu */
+    pthread_t live_thread;
+    pthread_cond_t live_cv;
+    bool live_running, live_quit;
+    double live_interval;
 };
+
+/* One line to stderr, through cfg.console when set (so it never cuts the live status line). */
+void srv_log(weft_server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- generation (gen.c) ---- */
 typedef struct srv_gen srv_gen;

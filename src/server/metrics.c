@@ -76,6 +76,22 @@ void srv_metrics_gen(srv_metrics *m, const srv_gen *g) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void srv_engine_stats_unknown(weft_srv_engine_stats *es) {
+    *es = (weft_srv_engine_stats){.requests_running = -1,
+                                  .requests_waiting = -1,
+                                  .kv_cache_usage = -1,
+                                  .device_memory_bytes = -1,
+                                  .prefix_cache_queries = -1,
+                                  .prefix_cache_hits = -1,
+                                  .prompt_cache_bytes = -1,
+                                  .prompt_cache_budget = -1,
+                                  .parallel = -1,
+                                  .prompt_tokens_total = -1,
+                                  .generation_tokens_total = -1,
+                                  .drafted_total = -1,
+                                  .accepted_total = -1};
+}
+
 typedef struct out_ctx {
     srv_buf *b;
     char label[300]; /* {model_name="..."} */
@@ -135,7 +151,8 @@ bool srv_metrics_render(srv_metrics *m, const weft_model_service *svc, srv_buf *
     snprintf(o.label, sizeof o.label, "%s", lab.p ? lab.p : "");
     srv_buf_free(&lab);
 
-    weft_srv_engine_stats es = {-1, -1, -1, -1, -1, -1, -1, -1};
+    weft_srv_engine_stats es;
+    srv_engine_stats_unknown(&es);
     if (svc && svc->stats) svc->stats(svc->ctx, &es);
     if (es.requests_running >= 0)
         reading(&o, "num_requests_running", "gauge", "Requests admitted to rounds.", true,

@@ -12,6 +12,7 @@
 #include <microhttpd.h>
 #include <openssl/evp.h>
 #include "internal.h"
+#include "weft/console.h"
 
 enum MHD_Result srv_http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                     const char *method, const char *version, const char *upload,
@@ -79,6 +80,22 @@ weft_status weft_server_create(const weft_server_config *cfg, weft_server **out,
     return WEFT_OK;
 }
 
+void srv_log(weft_server *srv, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    if (srv->cfg.console) {
+        weft_console_write(srv->cfg.console, line, len);
+    } else {
+        fwrite(line, 1, len, stderr);
+        if (!len || line[len - 1] != '\n') fputc('\n', stderr);
+    }
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
@@ -88,7 +105,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     if (strstr(line, "application error generating response") ||
         strstr(line, "Application reported internal error"))
         return;
-    fprintf(stderr, "weft: http: %s\n", line);
+    srv_log(cls, "weft: http: %s", line);
 }
 
 static weft_status listen_on(weft_server *s, weft_err *err) {
@@ -209,14 +226,14 @@ void weft_server_shutdown(weft_server *s, double grace_s) {
     if (atomic_load(&s->ready) && s->svc.stop) s->svc.stop(s->svc.ctx);
     /* Cancelled jobs end within a round; what is left after that is a client not reading its reply. */
     if (!wait_idle(s, weft_now() + 30))
-        fprintf(stderr, "weft: shutdown: closing %d connections that did not finish\n",
-                atomic_load(&s->active));
+        srv_log(s, "weft: shutdown: closing %d connections that did not finish", atomic_load(&s->active));
     MHD_stop_daemon(s->daemon); /* closes idle keep-alive connections and joins their threads */
     s->daemon = NULL;
 }
 
 void weft_server_destroy(weft_server *s) {
     if (!s) return;
+    weft_server_live_stop(s);
     weft_server_shutdown(s, 0);
     if (s->listen_fd >= 0) close(s->listen_fd);
     free(s->key_digests);

@@ -185,6 +185,11 @@ static void s_stats(void *ctx, weft_srv_engine_stats *out) {
     out->prefix_cache_hits = (int64_t)es.prefix_cache_hits;
     out->prompt_cache_bytes = (int64_t)es.prompt_cache_bytes;
     out->prompt_cache_budget = (int64_t)es.prompt_cache_budget;
+    out->parallel = es.parallel;
+    out->prompt_tokens_total = (int64_t)es.prompt_tokens_total;
+    out->generation_tokens_total = (int64_t)es.generation_tokens_total;
+    out->drafted_total = (int64_t)es.drafted_total;
+    out->accepted_total = (int64_t)es.accepted_total;
 }
 
 weft_status weft_service_new(const weft_service_config *cfg, weft_service **out, weft_model_service *svc,

@@ -8,6 +8,7 @@
 
 #include "check.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 int32_t test_naive_draw(const float *logits, int64_t vocab, const weft_sampling *p, const int32_t *prompt,
@@ -300,8 +301,87 @@ static void timing(void) {
     free(z);
 }
 
+/* Runners for weft_sampler_set_parallel: tasks in reverse order on this thread, and one thread per task. */
+static void run_reverse(void *ctx, int64_t n, weft_sampler_task_fn task, void *tctx) {
+    (void)ctx;
+    for (int64_t i = n; i-- > 0;) task(tctx, i);
+}
+typedef struct {
+    weft_sampler_task_fn task;
+    void *tctx;
+    int64_t i;
+} thread_job;
+static void *thread_main(void *arg) {
+    thread_job *j = arg;
+    j->task(j->tctx, j->i);
+    return NULL;
+}
+static void run_threads(void *ctx, int64_t n, weft_sampler_task_fn task, void *tctx) {
+    (void)ctx;
+    pthread_t th[WEFT_SAMPLER_MAX_TASKS];
+    thread_job jobs[WEFT_SAMPLER_MAX_TASKS];
+    int started[WEFT_SAMPLER_MAX_TASKS] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        jobs[i] = (thread_job){task, tctx, i};
+        started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
+        if (!started[i]) task(tctx, i); /* no thread: run it here, still exactly once */
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+}
+
+/* The parallel draw (weft_sampler_set_parallel) == the serial draw == the full-sort definition, on rows large
+ * enough to split (>= WEFT_SAMPLER_PAR_MIN candidates after the cut), every kind and random settings. */
+static void parallel_draws(void) {
+    static const int64_t vocabs[] = {20000, 151936};
+    rng r = {777};
+    int cases = 0, mismatches = 0;
+    for (size_t vi = 0; vi < sizeof vocabs / sizeof vocabs[0]; vi++) {
+        int64_t V = vocabs[vi];
+        float *z = malloc((size_t)V * sizeof *z);
+        int32_t seq[64];
+        weft_sampler *serial = weft_sampler_new(V), *rev = weft_sampler_new(V), *thr = weft_sampler_new(V);
+        CHECK(serial && rev && thr);
+        if (!serial || !rev || !thr) break;
+        CHECK(weft_sampler_set_parallel(rev, run_reverse, NULL, 7) == WEFT_OK);
+        CHECK(weft_sampler_set_parallel(thr, run_threads, NULL, 4) == WEFT_OK);
+        CHECK(weft_sampler_set_parallel(thr, run_threads, NULL, WEFT_SAMPLER_MAX_TASKS + 1) == WEFT_EINVAL);
+        for (int c = 0; c < (V > 100000 ? 36 : 90); c++) {
+            int kind = c % KINDS;
+            fill_row(z, V, kind, &r);
+            weft_sampling p;
+            weft_logit_bias bias[4];
+            random_settings(&p, V, &r, bias);
+            if (c % 3 == 0) p.temperature = 0.7 + unit(&r); /* mostly sampled rows: the parallel path */
+            int64_t pos = 10 + pick(&r, 50);
+            for (int64_t i = 0; i < pos; i++) seq[i] = pick(&r, 40);
+            int32_t a = weft_sample(serial, z, &p, seq, pos, 5, NULL);
+            int32_t b = weft_sample(rev, z, &p, seq, pos, 5, NULL);
+            int32_t t = weft_sample(thr, z, &p, seq, pos, 5, NULL);
+            int32_t want =
+                c % 4 == 0 ? test_naive_draw(z, V, &p, seq, 5, seq + 5, (size_t)(pos - 5), pos) : a;
+            cases++;
+            if (a != want || b != a || t != a) {
+                mismatches++;
+                CHECK_MSG(0,
+                          "parallel draw V %lld kind %s T %g top_k %d top_p %g min_p %g: serial %d, "
+                          "reverse %d, threads %d, definition %d",
+                          (long long)V, kind_name[kind], p.temperature, p.top_k, p.top_p, p.min_p, a, b, t,
+                          want);
+            }
+        }
+        weft_sampler_free(serial);
+        weft_sampler_free(rev);
+        weft_sampler_free(thr);
+        free(z);
+    }
+    fprintf(stderr, "parallel draws: %d rows, %d mismatches (serial, reverse-order parts, threads)\n", cases,
+            mismatches);
+}
+
 int main(void) {
     order_helpers();
+    parallel_draws();
     cross_check();
     edge_rows();
     timing();

@@ -190,6 +190,15 @@ weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_o
     b->out_rows = malloc((size_t)b->max_rows * sizeof *b->out_rows);
     b->logits = malloc(logit_bytes);
     b->sampler = weft_sampler_new(fam.vocab_size);
+    /* Draws run after the forward, when the pool is idle: a draw over a large vocabulary splits its exp and
+     * noise loops across it (same bits, weft/sampler.h). */
+    int nth = b->pool ? weft_pool_threads(b->pool) : 1;
+    if (b->sampler && nth > 1 &&
+        weft_sampler_set_parallel(b->sampler, weft_pool_run_plain, b->pool,
+                                  nth < WEFT_SAMPLER_MAX_TASKS ? nth : WEFT_SAMPLER_MAX_TASKS) != WEFT_OK) {
+        weft_sampler_free(b->sampler);
+        b->sampler = NULL;
+    }
     if (!b->pool || !b->states || !b->state_size || !b->spare || !b->spare_size || !b->rows || !b->out_rows ||
         !b->logits || !b->sampler) {
         cpu_destroy(b);

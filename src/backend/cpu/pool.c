@@ -183,6 +183,22 @@ float *weft_pool_shared(weft_pool *p) {
     return p->shared;
 }
 
+typedef struct plain_job {
+    void (*task)(void *tctx, int64_t i);
+    void *tctx;
+} plain_job;
+
+static void plain_task(void *ctx, int64_t t, float *scratch) {
+    (void)scratch;
+    const plain_job *j = ctx;
+    j->task(j->tctx, t);
+}
+
+void weft_pool_run_plain(void *pool, int64_t n_tasks, void (*task)(void *tctx, int64_t i), void *tctx) {
+    plain_job j = {task, tctx};
+    weft_pool_run(pool, n_tasks, plain_task, &j);
+}
+
 void weft_pool_run(weft_pool *p, int64_t n_tasks, weft_task_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
     if (p->n_threads == 1 || n_tasks == 1 || n_tasks >= 0xFFFFFFFF) {

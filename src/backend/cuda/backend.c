@@ -146,6 +146,7 @@ static void cu_destroy(void *self) {
     if (b->exec) cudaGraphExecDestroy(b->exec);
     if (b->stream) cudaStreamDestroy(b->stream);
     for (int i = 0; b->samplers && i < b->n_samplers; i++) weft_sampler_free(b->samplers[i]);
+    weft_sampler_free(b->solo);
     free(b->samplers);
     free(b->free_s);
     free(b->tasks);
@@ -389,6 +390,10 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
         samplers_ok = b->samplers[i] != NULL;
     }
     b->n_free = b->n_samplers;
+    b->solo = samplers_ok ? weft_sampler_new(b->V) : NULL;
+    samplers_ok =
+        b->solo && (b->n_samplers < 2 || weft_sampler_set_parallel(b->solo, weft_pool_run_plain, b->pool,
+                                                                   b->n_samplers) == WEFT_OK);
     mat_ref *mats = malloc(((size_t)b->L * 7 + 2) * sizeof *mats);
     if (!b->layers || !b->kv || !b->cap || !samplers_ok || !mats) {
         free(mats);

@@ -80,6 +80,7 @@ typedef struct cu_backend {
     cu_task *tasks;         /* [max_rows] */
     weft_pool *pool;
     weft_sampler **samplers, **free_s; /* [n_samplers] each */
+    weft_sampler *solo; /* a round's only host draw runs on the calling thread here, its loops on the pool */
     int n_samplers, n_free;
     pthread_mutex_t smu;
     bool smu_ok;

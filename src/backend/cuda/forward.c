@@ -266,18 +266,9 @@ static void sampler_put(cu_backend *b, weft_sampler *s) {
     pthread_mutex_unlock(&b->smu);
 }
 
-/* One host draw (a pool task): the row's logits are in h_logits at its drawn-row index. */
-static void sample_task(void *ctx, int64_t i, float *scratch) {
-    (void)scratch;
-    cu_backend *b = ctx;
-    cu_task *k = &b->tasks[i];
+/* One host draw with sampler s: the row's logits are in h_logits at its drawn-row index. */
+static void sample_one(cu_backend *b, cu_task *k, weft_sampler *s) {
     const weft_segment *g = k->seg;
-    weft_sampler *s = sampler_take(b);
-    if (!s) { /* cannot happen: the pool never runs more tasks at once than there are samplers */
-        k->draw = -1;
-        weft_err_set(&k->err, WEFT_EINTERNAL, "cuda: no free sampler");
-        return;
-    }
     const int r = g->n_rows - g->n_draw + k->j;
     const int64_t pos = (int64_t)g->start + r + 1; /* position of the token being drawn (SPEC §5.2) */
     weft_logprobs *lp = g->logprobs ? &g->logprobs[k->j] : NULL;
@@ -288,6 +279,20 @@ static void sample_task(void *ctx, int64_t i, float *scratch) {
         k->err = *se;
         if (!k->err.code) k->err.code = WEFT_EINVAL;
     }
+}
+
+/* One host draw as a pool task (several in the round), with a sampler of the free stack. */
+static void sample_task(void *ctx, int64_t i, float *scratch) {
+    (void)scratch;
+    cu_backend *b = ctx;
+    cu_task *k = &b->tasks[i];
+    weft_sampler *s = sampler_take(b);
+    if (!s) { /* cannot happen: the pool never runs more tasks at once than there are samplers */
+        k->draw = -1;
+        weft_err_set(&k->err, WEFT_EINTERNAL, "cuda: no free sampler");
+        return;
+    }
+    sample_one(b, k, s);
     sampler_put(b, s);
 }
 
@@ -361,7 +366,10 @@ weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err
         for (int j = 0; j < g->n_draw; j++, o++)
             if (d < n_dev && b->h_gsel[d] == o) g->draws[j] = b->h_ids[d++];
     }
-    weft_pool_run(b->pool, n_host, sample_task, b);
+    if (n_host == 1) /* alone: the draw's own loops use the idle pool (weft_sampler_set_parallel) */
+        sample_one(b, &b->tasks[0], b->solo);
+    else
+        weft_pool_run(b->pool, n_host, sample_task, b);
     for (int i = 0; i < n_host; i++) {
         const cu_task *k = &b->tasks[i];
         if (k->draw < 0) {

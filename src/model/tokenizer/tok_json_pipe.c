@@ -80,25 +80,58 @@ static weft_status pattern_of(const tok_jctx *c, json_t *obj, const char *path, 
     return WEFT_OK;
 }
 
-/* ---- normalizer ---- */
+/* The Replace component (normalizer and decoder): a pattern and its "content" (NULL when absent; each
+ * section has its own rules on what it accepts). */
+typedef struct replace_spec {
+    const char *pat, *content;
+    size_t pl, cl;
+    bool is_re;
+} replace_spec;
 
-static weft_status add_norm(const tok_jctx *c, weft_tokenizer *t, json_t *v, const char *path, int depth) {
-    if (!v || json_is_null(v)) return WEFT_OK;
-    if (depth > 4) return tok_jfail(c, WEFT_ENOTSUP, path, "normalizers nested too deeply");
+static weft_status replace_of(const tok_jctx *c, json_t *v, const char *path, replace_spec *r) {
+    weft_status st = pattern_of(c, v, path, &r->pat, &r->pl, &r->is_re);
+    return st ? st : tok_jstr(c, v, path, "content", &r->content, &r->cl);
+}
+
+/* ---- the walk every section shares ----
+ * A section is one component or a {"type": "Sequence", <key>: [...]} of them, nested at most 4 deep (a
+ * bound on the recursion that HF's serde does not have). What differs between sections is the array's
+ * key, whether a null component is skipped, and what one component adds (add, with the section's ctx). */
+
+typedef weft_status (*component_fn)(const tok_jctx *c, void *ctx, json_t *v, const char *ty,
+                                    const char *path);
+
+typedef struct section {
+    const char *key;  /* the Sequence's array, also named in its sub-paths */
+    const char *what; /* plural noun for messages */
+    bool skip_null;   /* false: a null component fails in type_of ("must be an object or null") */
+    component_fn add; /* one non-Sequence component of type ty */
+} section;
+
+static weft_status walk(const tok_jctx *c, const section *s, void *ctx, json_t *v, const char *path,
+                        int depth) {
+    if (s->skip_null && (!v || json_is_null(v))) return WEFT_OK;
+    if (depth > 4) return tok_jfail(c, WEFT_ENOTSUP, path, "%s nested too deeply", s->what);
     const char *ty;
     weft_status st = type_of(c, v, path, &ty);
     if (st) return st;
-    if (!strcmp(ty, "Sequence")) {
-        json_t *list = json_object_get(v, "normalizers");
-        if (!json_is_array(list))
-            return tok_jfail(c, WEFT_EFORMAT, path, "Sequence needs a \"normalizers\" array");
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[128];
-            snprintf(sub, sizeof sub, "%s.normalizers[%zu]", path, i);
-            if ((st = add_norm(c, t, json_array_get(list, i), sub, depth + 1))) return st;
-        }
-        return WEFT_OK;
+    if (strcmp(ty, "Sequence") != 0) return s->add(c, ctx, v, ty, path);
+    json_t *list = json_object_get(v, s->key);
+    if (!json_is_array(list))
+        return tok_jfail(c, WEFT_EFORMAT, path, "Sequence needs a \"%s\" array", s->key);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        char sub[128];
+        snprintf(sub, sizeof sub, "%s.%s[%zu]", path, s->key, i);
+        if ((st = walk(c, s, ctx, json_array_get(list, i), sub, depth + 1))) return st;
     }
+    return WEFT_OK;
+}
+
+/* ---- normalizer ---- */
+
+static weft_status add_norm(const tok_jctx *c, void *ctx, json_t *v, const char *ty, const char *path) {
+    weft_tokenizer *t = ctx;
+    weft_status st;
     if (t->n_norm == MAX_NORM) return tok_jfail(c, WEFT_ENOTSUP, path, "more than %d normalizers", MAX_NORM);
     tok_norm *nm = &t->norm[t->n_norm];
     memset(nm, 0, sizeof *nm);
@@ -126,19 +159,15 @@ static weft_status add_norm(const tok_jctx *c, weft_tokenizer *t, json_t *v, con
         if (!(nm->a = dupn(s, n))) return oom(c);
         nm->alen = n;
     } else if (!strcmp(ty, "Replace")) {
-        const char *pat, *content;
-        size_t pl, cl;
-        bool is_re;
-        if ((st = pattern_of(c, v, path, &pat, &pl, &is_re)) ||
-            (st = tok_jstr(c, v, path, "content", &content, &cl)))
-            return st;
-        if (!content) return tok_jfail(c, WEFT_EFORMAT, path, "Replace needs \"content\"");
+        replace_spec r;
+        if ((st = replace_of(c, v, path, &r))) return st;
+        if (!r.content) return tok_jfail(c, WEFT_EFORMAT, path, "Replace needs \"content\"");
         nm->kind = TOK_NORM_REPLACE;
-        if (!(nm->a = dupn(pat, pl)) || !(nm->b = dupn(content, cl))) return oom(c);
-        nm->alen = pl;
-        nm->blen = cl;
+        if (!(nm->a = dupn(r.pat, r.pl)) || !(nm->b = dupn(r.content, r.cl))) return oom(c);
+        nm->alen = r.pl;
+        nm->blen = r.cl;
         t->n_norm++; /* owned from here on, so a failure below frees it */
-        if (is_re) return tok_regex_compile(pat, pl, "normalizer Replace", &nm->re, c->err);
+        if (r.is_re) return tok_regex_compile(r.pat, r.pl, "normalizer Replace", &nm->re, c->err);
         return WEFT_OK;
     } else {
         return tok_jfail(c, WEFT_ENOTSUP, path, "normalizer type \"%s\" is not supported", ty);
@@ -150,7 +179,8 @@ static weft_status add_norm(const tok_jctx *c, weft_tokenizer *t, json_t *v, con
 weft_status tok_json_normalizer(const tok_jctx *c, weft_tokenizer *t, json_t *v) {
     t->norm = calloc(MAX_NORM, sizeof *t->norm);
     if (!t->norm) return oom(c);
-    return add_norm(c, t, v, "normalizer", 0);
+    static const section NORM = {"normalizers", "normalizers", true, add_norm};
+    return walk(c, &NORM, t, v, "normalizer", 0);
 }
 
 /* ---- pre-tokenizer ---- */
@@ -228,24 +258,10 @@ static weft_status metaspace_opts(const tok_jctx *c, json_t *v, const char *path
     return WEFT_OK;
 }
 
-static weft_status add_pre(const tok_jctx *c, weft_tokenizer *t, json_t *v, const char *path, int depth) {
-    if (!v || json_is_null(v)) return WEFT_OK;
-    if (depth > 4) return tok_jfail(c, WEFT_ENOTSUP, path, "pre-tokenizers nested too deeply");
-    const char *ty;
-    weft_status st = type_of(c, v, path, &ty);
-    if (st) return st;
+static weft_status add_pre(const tok_jctx *c, void *ctx, json_t *v, const char *ty, const char *path) {
+    weft_tokenizer *t = ctx;
+    weft_status st;
     tok_pre *p = NULL;
-    if (!strcmp(ty, "Sequence")) {
-        json_t *list = json_object_get(v, "pretokenizers");
-        if (!json_is_array(list))
-            return tok_jfail(c, WEFT_EFORMAT, path, "Sequence needs a \"pretokenizers\" array");
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[128];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%zu]", path, i);
-            if ((st = add_pre(c, t, json_array_get(list, i), sub, depth + 1))) return st;
-        }
-        return WEFT_OK;
-    }
     if (!strcmp(ty, "Split")) {
         const char *pat;
         size_t pl;
@@ -311,7 +327,8 @@ static weft_status add_pre(const tok_jctx *c, weft_tokenizer *t, json_t *v, cons
 weft_status tok_json_pre_tokenizer(const tok_jctx *c, weft_tokenizer *t, json_t *v) {
     t->pre = calloc(MAX_PRE, sizeof *t->pre);
     if (!t->pre) return oom(c);
-    return add_pre(c, t, v, "pre_tokenizer", 0);
+    static const section PRE = {"pretokenizers", "pre-tokenizers", true, add_pre};
+    return walk(c, &PRE, t, v, "pre_tokenizer", 0);
 }
 
 /* ---- post-processor ---- */
@@ -377,26 +394,20 @@ static weft_status template_ids(const tok_jctx *c, weft_tokenizer *t, json_t *v,
     return WEFT_OK;
 }
 
-static weft_status add_post(const tok_jctx *c, weft_tokenizer *t, json_t *v, const char *path, ids_list *pre,
-                            ids_list *post, int depth) {
-    if (!v || json_is_null(v)) return WEFT_OK;
-    if (depth > 4) return tok_jfail(c, WEFT_ENOTSUP, path, "post-processors nested too deeply");
-    const char *ty;
-    weft_status st = type_of(c, v, path, &ty);
-    if (st) return st;
+/* The ids the processors so far put before and after the sequence. */
+typedef struct post_ctx {
+    weft_tokenizer *t;
+    ids_list pre, post;
+} post_ctx;
+
+static weft_status add_post(const tok_jctx *c, void *ctx, json_t *v, const char *ty, const char *path) {
+    post_ctx *pc = ctx;
+    weft_tokenizer *t = pc->t;
+    ids_list *pre = &pc->pre, *post = &pc->post;
+    weft_status st;
     if (!strcmp(ty, "ByteLevel")) return WEFT_OK; /* offsets only */
     ids_list p = {.n = 0}, s = {.n = 0};
-    if (!strcmp(ty, "Sequence")) {
-        json_t *list = json_object_get(v, "processors");
-        if (!json_is_array(list))
-            return tok_jfail(c, WEFT_EFORMAT, path, "Sequence needs a \"processors\" array");
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[128];
-            snprintf(sub, sizeof sub, "%s.processors[%zu]", path, i);
-            if ((st = add_post(c, t, json_array_get(list, i), sub, pre, post, depth + 1))) return st;
-        }
-        return WEFT_OK;
-    } else if (!strcmp(ty, "TemplateProcessing")) {
+    if (!strcmp(ty, "TemplateProcessing")) {
         if ((st = template_ids(c, t, v, path, &p, &s))) return st;
     } else if (!strcmp(ty, "RobertaProcessing") || !strcmp(ty, "BertProcessing")) {
         int32_t cls = 0, sep = 0;
@@ -420,16 +431,17 @@ static weft_status add_post(const tok_jctx *c, weft_tokenizer *t, json_t *v, con
 }
 
 weft_status tok_json_post_processor(const tok_jctx *c, weft_tokenizer *t, json_t *v) {
-    ids_list pre = {.n = 0}, post = {.n = 0};
-    weft_status st = add_post(c, t, v, "post_processor", &pre, &post, 0);
+    static const section POST = {"processors", "post-processors", true, add_post};
+    post_ctx pc = {.t = t, .pre = {.n = 0}, .post = {.n = 0}};
+    weft_status st = walk(c, &POST, &pc, v, "post_processor", 0);
     if (st) return st;
-    t->prefix = malloc(sizeof(int32_t) * (size_t)(pre.n + 1));
-    t->suffix = malloc(sizeof(int32_t) * (size_t)(post.n + 1));
+    t->prefix = malloc(sizeof(int32_t) * (size_t)(pc.pre.n + 1));
+    t->suffix = malloc(sizeof(int32_t) * (size_t)(pc.post.n + 1));
     if (!t->prefix || !t->suffix) return oom(c);
-    memcpy(t->prefix, pre.v, sizeof(int32_t) * (size_t)pre.n);
-    memcpy(t->suffix, post.v, sizeof(int32_t) * (size_t)post.n);
-    t->n_prefix = pre.n;
-    t->n_suffix = post.n;
+    memcpy(t->prefix, pc.pre.v, sizeof(int32_t) * (size_t)pc.pre.n);
+    memcpy(t->suffix, pc.post.v, sizeof(int32_t) * (size_t)pc.post.n);
+    t->n_prefix = pc.pre.n;
+    t->n_suffix = pc.post.n;
     return WEFT_OK;
 }
 
@@ -442,25 +454,20 @@ static weft_status dec_step(const tok_jctx *c, tok_dec_desc *dd, const char *pat
     return WEFT_OK;
 }
 
-static weft_status add_dec(const tok_jctx *c, weft_tokenizer *t, json_t *v, const char *path,
-                           tok_dec_desc *dd, bool *fused, int depth) {
-    if (depth > 4) return tok_jfail(c, WEFT_ENOTSUP, path, "decoders nested too deeply");
-    const char *ty;
-    weft_status st = type_of(c, v, path, &ty);
-    if (st) return st;
-    if (!strcmp(ty, "Sequence")) {
-        json_t *list = json_object_get(v, "decoders");
-        if (!json_is_array(list))
-            return tok_jfail(c, WEFT_EFORMAT, path, "Sequence needs a \"decoders\" array");
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            char sub[128];
-            snprintf(sub, sizeof sub, "%s.decoders[%zu]", path, i);
-            if ((st = add_dec(c, t, json_array_get(list, i), sub, dd, fused, depth + 1))) return st;
-        }
-        return WEFT_OK;
-    }
+/* fused: a Fuse came earlier, so the text is one token from there on (a later Strip changes meaning) */
+typedef struct dec_ctx {
+    weft_tokenizer *t;
+    tok_dec_desc *dd;
+    bool fused;
+} dec_ctx;
+
+static weft_status add_dec(const tok_jctx *c, void *ctx, json_t *v, const char *ty, const char *path) {
+    dec_ctx *dc = ctx;
+    weft_tokenizer *t = dc->t;
+    tok_dec_desc *dd = dc->dd;
+    weft_status st;
     if (!strcmp(ty, "Fuse")) {
-        *fused = true;
+        dc->fused = true;
         return WEFT_OK;
     }
     if (!strcmp(ty, "Strip")) {
@@ -473,7 +480,7 @@ static weft_status add_dec(const tok_jctx *c, weft_tokenizer *t, json_t *v, cons
             json_integer_value(stop) > 64)
             return tok_jfail(c, WEFT_EFORMAT, path,
                              "Strip needs a one-character \"content\" and small \"start\"/\"stop\"");
-        if (*fused) {
+        if (dc->fused) {
             /* after Fuse the whole text is one token: the strip applies at the start of the text */
             if (json_integer_value(stop) != 0)
                 return tok_jfail(c, WEFT_ENOTSUP, path, "Strip with stop > 0 after Fuse cannot be streamed");
@@ -491,7 +498,7 @@ static weft_status add_dec(const tok_jctx *c, weft_tokenizer *t, json_t *v, cons
         s->stop = (uint32_t)json_integer_value(stop);
         return WEFT_OK;
     }
-    if (*fused) return tok_jfail(c, WEFT_ENOTSUP, path, "decoder \"%s\" after Fuse is not supported", ty);
+    if (dc->fused) return tok_jfail(c, WEFT_ENOTSUP, path, "decoder \"%s\" after Fuse is not supported", ty);
     tok_dec_step *s = NULL;
     if (!strcmp(ty, "ByteLevel") || !strcmp(ty, "ByteFallback")) {
         if ((st = dec_step(c, dd, path, &s))) return st;
@@ -499,23 +506,19 @@ static weft_status add_dec(const tok_jctx *c, weft_tokenizer *t, json_t *v, cons
         return WEFT_OK;
     }
     if (!strcmp(ty, "Replace")) {
-        const char *pat, *content;
-        size_t pl, cl;
-        bool is_re;
-        if ((st = pattern_of(c, v, path, &pat, &pl, &is_re)) ||
-            (st = tok_jstr(c, v, path, "content", &content, &cl)))
-            return st;
-        if (is_re)
+        replace_spec r;
+        if ((st = replace_of(c, v, path, &r))) return st;
+        if (r.is_re)
             return tok_jfail(c, WEFT_ENOTSUP, path,
                              "a Regex pattern in the Replace decoder is not supported");
-        if (!content || pl == 0 || pl >= 16 || cl >= 16)
+        if (!r.content || r.pl == 0 || r.pl >= 16 || r.cl >= 16)
             return tok_jfail(c, WEFT_ENOTSUP, path, "Replace decoder patterns must be 1..15 bytes");
         if ((st = dec_step(c, dd, path, &s))) return st;
         s->kind = TOK_DEC_REPLACE;
-        memcpy(s->from, pat, pl);
-        s->from_len = pl;
-        memcpy(s->to, content, cl);
-        s->to_len = cl;
+        memcpy(s->from, r.pat, r.pl);
+        s->from_len = r.pl;
+        memcpy(s->to, r.content, r.cl);
+        s->to_len = r.cl;
         return WEFT_OK;
     }
     if (!strcmp(ty, "Metaspace")) {
@@ -543,6 +546,7 @@ weft_status tok_json_decoder(const tok_jctx *c, weft_tokenizer *t, json_t *v, to
         return tok_jfail(c, WEFT_ENOTSUP, "decoder",
                          "a tokenizer without a decoder (tokens joined by spaces) is not "
                          "supported");
-    bool fused = false;
-    return add_dec(c, t, v, "decoder", dd, &fused, 0);
+    static const section DEC = {"decoders", "decoders", false, add_dec};
+    dec_ctx dc = {.t = t, .dd = dd, .fused = false};
+    return walk(c, &DEC, &dc, v, "decoder", 0);
 }
