@@ -112,7 +112,7 @@ static weft_status walk(const tok_jctx *c, const section *s, void *ctx, json_t *
                         int depth) {
     if (s->skip_null && (!v || json_is_null(v))) return WEFT_OK;
     if (depth > 4) return tok_jfail(c, WEFT_ENOTSUP, path, "%s nested too deeply", s->what);
-    const char *ty;
+    const char *ty = NULL;
     weft_status st = type_of(c, v, path, &ty);
     if (st) return st;
     if (strcmp(ty, "Sequence") != 0) return s->add(c, ctx, v, ty, path);
