@@ -266,7 +266,9 @@ int main(void) {
     if (!t) return check_report("test_tok_qwen3");
     fprintf(stderr, "qwen3 tokenizer.json loaded in %.3f s%s\n", dt,
             sanitized_build() ? " (sanitized build)" : "");
-    CHECK_MSG(dt < (sanitized_build() ? 5.0 : 1.0), "load took %.3f s", dt);
+    /* Not a benchmark (timings on a shared machine vary several-fold): a bound that only a pathological load
+     * (quadratic merges, per-token reallocation) exceeds. */
+    CHECK_MSG(dt < (sanitized_build() ? 30.0 : 10.0), "load took %.3f s", dt);
 
     check_accessors(t);
     json_t *exp = tu_load_json(TEST_DATA "tokenizer/qwen3_expected.json");

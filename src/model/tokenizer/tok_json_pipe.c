@@ -121,7 +121,9 @@ static weft_status walk(const tok_jctx *c, const section *s, void *ctx, json_t *
         return tok_jfail(c, WEFT_EFORMAT, path, "Sequence needs a \"%s\" array", s->key);
     for (size_t i = 0; i < json_array_size(list); i++) {
         char sub[128];
-        snprintf(sub, sizeof sub, "%s.%s[%zu]", path, s->key, i);
+        int w = snprintf(sub, sizeof sub, "%s.%s[%zu]", path, s->key, i);
+        if (w < 0 || (size_t)w >= sizeof sub)
+            return tok_jfail(c, WEFT_ENOTSUP, path, "%s nested too deeply", s->what);
         if ((st = walk(c, s, ctx, json_array_get(list, i), sub, depth + 1))) return st;
     }
     return WEFT_OK;
