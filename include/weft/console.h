@@ -34,8 +34,8 @@ typedef struct weft_console {
     char status[WEFT_CONSOLE_STATUS_MAX];
 } weft_console;
 
-/* Whether a live status line belongs on file descriptor fd: isatty(fd) and WEFT_NO_LIVE unset (the same
- * rule as the weight-loading progress bar). */
+/* Whether a live status line belongs on file descriptor fd: isatty(fd), WEFT_NO_LIVE unset and TERM not
+ * "dumb" (the same rule as the weight-loading progress bar). */
 bool weft_console_live_wanted(int fd);
 
 /* Initializes c over f (borrowed, must outlive c). live: draw the status line (only pass true for a TTY). */
@@ -64,7 +64,8 @@ void weft_console_finish(weft_console *c);
 /* Whether the status line is still enabled (live and not finished). */
 bool weft_console_is_live(weft_console *c);
 
-/* Columns of the terminal behind the stream, or 0 when unknown (not a TTY, or a size of 0). */
+/* Columns of the terminal behind the stream; 0 when it is not a TTY. A TTY that reports a width of 0 gets
+ * $COLUMNS (a positive integer up to 4096), else 80. */
 int weft_console_columns(const weft_console *c);
 
 #ifdef __cplusplus

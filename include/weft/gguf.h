@@ -179,6 +179,36 @@ weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err)
  * architecture or an unsupported rope scaling. */
 weft_status weft_gguf_config(const weft_gguf *g, weft_config *cfg, weft_err *err);
 
+/* ---- NextN (MTP) draft heads (gguf_mtp.c; docs families-and-formats §3.9, §6.5) ----
+ * In a qwen35 / qwen35moe file the trailing {arch}.nextn_predict_layers blocks are the MTP head:
+ * weft_gguf_tensors names them mtp.fc (blk.L.nextn.eh_proj), mtp.pre_fc_norm_embedding (nextn.enorm),
+ * mtp.pre_fc_norm_hidden (nextn.hnorm), mtp.norm (nextn.shared_head_norm), mtp.embed_tokens /
+ * mtp.shared_head_head (the optional nextn.embed_tokens / nextn.shared_head_head) and mtp.layers.(L − first
+ * NextN block).* (the block's attn_* / post_attention_norm / ffn_* tensors), after checking that every NextN
+ * block holds eh_proj ({2H, H}), enorm, hnorm and shared_head_norm ({H}, F32/F16/BF16); Nemotron-H NextN
+ * blocks are WEFT_ENOTSUP (llama.cpp's converter drops that head). llama.cpp's converter can also write the
+ * head alone (`convert_hf_to_gguf.py --mtp`, default name mtp-<Name>-<Type>.gguf, the model then converted
+ * with
+ * --no-nextn): the model's metadata (block_count counting the NextN blocks), token_embd, output_norm, output
+ * and the NextN blocks. */
+
+/* True when head is such a head file for the model file trunk: the same architecture, qwen35 or qwen35moe,
+ * head's nextn_predict_layers >= 1 blocks following exactly trunk's block_count blocks, trunk without NextN
+ * blocks of its own, equal embedding_length and vocabulary (token_embd). Else false with the reason in
+ * why[cap]. */
+bool weft_gguf_mtp_fits(const weft_gguf *head, const weft_gguf *trunk, char *why, size_t cap);
+
+/* Adds head's NextN blocks to set (which holds trunk's tensors, from weft_gguf_tensors) under the names
+ * above; head's other tensors are not used (the head runs on the trunk's embedding, norm and vocab head).
+ * head's mapping is handed to set (as weft_gguf_tensors does) once head is known to fit, also when a tensor
+ * then fails. *n_mtp = nextn_predict_layers, *bytes = stored bytes added. Errors: WEFT_EFORMAT naming both
+ * files when head does not fit trunk (the reason of weft_gguf_mtp_fits); naming head and the tensor for an
+ * unknown name, a NextN block missing a tensor or one of the wrong shape; WEFT_ENOTSUP for a NextN tensor of
+ * a type that cannot serve (an integer matrix, a quantized norm); the set's errors. On error the set may hold
+ * part of the head. */
+weft_status weft_gguf_mtp_head(weft_gguf *head, const weft_gguf *trunk, weft_tensor_set *set, int64_t *n_mtp,
+                               size_t *bytes, weft_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,7 +3,8 @@
  * --repeat runs. One stream: a --prompt-len prompt prefilled in --chunk-row forwards, then --gen-len greedy
  * decode steps. With --streams N > 1, also N streams (each its own prompt) prefilled one by one, then decoded
  * together, one shared forward per round: aggregate tok/s = N·(gen-len − 1) / decode time. Prompts are fixed
- * pseudo-random id sequences; tokens are drawn from the model itself (greedy). */
+ * pseudo-random id sequences; tokens are drawn from the model itself (greedy unless --temperature etc. are
+ * given). --chunk is capped at the prompt length; --context, when given, is the limit of prompt + gen. */
 #include "load.h"
 
 #include <stdio.h>
@@ -75,13 +76,14 @@ static int bench_measure(const bench_run *b, int N, int reps, double best[3], we
         if (b->np / (t1 - t0) > best[0]) best[0] = b->np / (t1 - t0);
         if (b->ng > 1 && (b->ng - 1) / (t2 - t1) > best[1]) best[1] = (b->ng - 1) / (t2 - t1);
         if (N < 2) continue;
-        int opened = 0;
+        int opened = 0; /* slots 0..opened-1 are open (a slot whose open failed is not released) */
         for (; opened < N && !rc; opened++) {
             bench_prompt(b, opened, seqs[opened]);
-            if (b->be->ops->open(b->be->self, opened, b->np + b->ng, err))
+            if (b->be->ops->open(b->be->self, opened, b->np + b->ng, err)) {
                 rc = 1;
-            else
-                rc = bench_prefill(b, opened, seqs[opened], err);
+                break;
+            }
+            rc = bench_prefill(b, opened, seqs[opened], err);
         }
         double t3 = weft_now();
         if (!rc) rc = bench_decode(b, N, seqs, segs, draws, err);
@@ -96,11 +98,19 @@ static int bench_measure(const bench_run *b, int N, int reps, double best[3], we
     return rc;
 }
 
+/* One decode cell of the table. */
+static void print_rate(int ng, double v) {
+    if (ng > 1)
+        printf(" %.1f |", v);
+    else
+        printf(" - |");
+}
+
 int cmd_bench(const cli_options *o) {
     weft_model *m = NULL;
     int rc = cli_load_model(o, &m);
     if (rc) return rc;
-    int ctx = weft_model_context(m);
+    int ctx = o->context > 0 ? o->context : weft_model_context(m); /* --context as in `weft run` */
     int np = o->prompt_len > 0 ? o->prompt_len : 128, ng = o->gen_len > 0 ? o->gen_len : 64;
     int N = o->streams > 0 ? o->streams : 1, chunk = o->chunk > 0 ? o->chunk : 256;
     if (np + ng > ctx) {
@@ -108,17 +118,27 @@ int cmd_bench(const cli_options *o) {
         weft_model_free(m);
         return 2;
     }
+    /* A chunk longer than the prompt is one forward of the whole prompt: the row budget (activation
+     * memory, sized per row) is what the run uses, not the --chunk asked for. */
+    if (chunk > np) chunk = np;
     weft_err err = {0};
     weft_backend be = {0};
     weft_backend_opts bo = {o->backend, cli_threads(o), N, chunk > N ? chunk : N, np + ng};
-    if (weft_model_backend(m, &bo, &be, &err)) {
+    weft_status bst = weft_model_backend(m, &bo, &be, &err);
+    if (bst) {
         fprintf(stderr, "weft: %s\n", err.msg);
+        if (bst == WEFT_ENOMEM) /* the message names serve's flags; bench sizes its streams by these */
+            fprintf(stderr, "weft bench: lower --streams, --prompt-len or --gen-len\n");
         weft_model_free(m);
         return 2;
     }
+    /* Greedy unless a sampling flag asks otherwise (generation_config is not applied: runs compare). */
     weft_sampling s;
     weft_sampling_defaults(&s);
-    s.temperature = 0;
+    s.temperature = o->has_temperature ? o->temperature : 0;
+    if (o->has_top_p) s.top_p = o->top_p;
+    if (o->has_top_k) s.top_k = o->top_k;
+    if (o->has_min_p) s.min_p = o->min_p;
     bench_run b = {&be, np, ng, chunk, m->cfg.vocab_size, m->cfg.bos_token_id, &s};
     double best[3] = {0, 0, 0};
     rc = bench_measure(&b, N, o->repeat > 0 ? o->repeat : 3, best, &err);
@@ -129,8 +149,10 @@ int cmd_bench(const cli_options *o) {
                chunk, ng);
         if (N > 1) printf(" %d streams, aggregate decode tok/s |", N);
         printf("\n|---|---|---|---|---|%s\n", N > 1 ? "---|" : "");
-        printf("| %s | %s | %s | %.1f | %.1f |", m->id, m->quant, be.ops->name, best[0], best[1]);
-        if (N > 1) printf(" %.1f |", best[2]);
+        /* With --gen-len 1 there is no decode step to time: "-", not a rate of 0. */
+        printf("| %s | %s | %s | %.1f |", m->id, m->quant, be.ops->name, best[0]);
+        print_rate(ng, best[1]);
+        if (N > 1) print_rate(ng, best[2]);
         printf("\n");
     }
     be.ops->destroy(be.self);

@@ -7,13 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "weft/console.h"
+
 extern const unsigned char weft_embedded_gguf[];
 extern const uint64_t weft_embedded_gguf_len; /* bytes, set by the assembler (embedded_model.S) */
 
 /* Touches every page of every tensor so that the first request does not pay for page faults; shows progress.
- */
-static void prefault(const weft_model *m) {
-    bool tty = isatty(STDERR_FILENO) && !getenv("WEFT_NO_LIVE");
+ * With a console (serve: its listener already answers, so access lines can arrive meanwhile) the bar is the
+ * console's status line, which log lines never share a row with; else it is drawn straight on stderr. */
+static void prefault(const weft_model *m, weft_console *con) {
+    bool tty = con ? weft_console_is_live(con) : weft_console_live_wanted(STDERR_FILENO);
     size_t total = m->weights_bytes, done = 0, next_draw = 0;
     volatile unsigned char sink = 0;
     for (size_t i = 0; i < weft_tensor_set_count(m->tensors); i++) {
@@ -22,16 +25,31 @@ static void prefault(const weft_model *m) {
         done += t->nbytes;
         if (tty && total && (done >= next_draw || done == total)) {
             int pct = (int)(100.0 * (double)done / (double)total), w = pct / 4;
-            fprintf(stderr, "\rloading weights [%.*s%*s] %3d%%", w, "#########################", 25 - w, "",
-                    pct);
+            char bar[64];
+            snprintf(bar, sizeof bar, "loading weights [%.*s%*s] %3d%%", w, "#########################",
+                     25 - w, "", pct);
+            if (con) {
+                int cols = weft_console_columns(con); /* a wrapped status cannot be redrawn in place */
+                if (cols > 0 && (size_t)cols <= strlen(bar)) bar[cols - 1] = 0;
+                weft_console_status(con, bar);
+            } else {
+                fprintf(stderr, "\r%s", bar);
+            }
             next_draw = done + total / 50;
         }
     }
     (void)sink;
-    if (tty) fprintf(stderr, "\r\033[K");
+    if (tty && con)
+        weft_console_status(con, ""); /* erased: the next status or log line starts on a clean row */
+    else if (tty)
+        fprintf(stderr, "\r\033[K");
 }
 
 int cli_load_model(const cli_options *o, weft_model **out) {
+    return cli_load_model_on(o, out, NULL);
+}
+
+int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con) {
     weft_err err = {0};
     weft_status st;
     if (o->model)
@@ -43,7 +61,7 @@ int cli_load_model(const cli_options *o, weft_model **out) {
         fprintf(stderr, "weft: %s\n", err.msg);
         return 2;
     }
-    prefault(*out);
+    prefault(*out, con);
     return 0;
 }
 

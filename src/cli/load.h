@@ -3,11 +3,14 @@
 #define WEFT_CLI_LOAD_H
 
 #include "cli.h"
+#include "weft/console.h"
 #include "weft/model.h"
 #include "weft/sampler.h"
 
 /* Loads o->model or the embedded stories260K; prints the error and returns 2 on failure. */
 int cli_load_model(const cli_options *o, weft_model **out);
+/* The same, drawing the weight-loading progress bar as con's status line (con borrowed; NULL = on stderr). */
+int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con);
 int cli_threads(const cli_options *o);
 /* Sampling defaults: generation_config, then command-line flags. */
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s);

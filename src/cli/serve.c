@@ -178,7 +178,7 @@ int cmd_serve(const cli_options *o) {
         rc = 2;
         goto out;
     }
-    rc = cli_load_model(o, &m);
+    rc = cli_load_model_on(o, &m, &con); /* the bar shares the console with access lines */
     if (rc) goto out;
     cli_sampling(o, m, &sc.defaults); /* generation_config.json, then the flags */
     weft_server_set_defaults(srv, &sc.defaults);

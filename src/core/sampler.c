@@ -35,6 +35,7 @@ void weft_sampler_free(weft_sampler *s) {
     free(s->tmp);
     free(s->p);
     free(s->task_skip);
+    free(s->task_hist);
     free(s);
 }
 
@@ -48,9 +49,11 @@ weft_status weft_sampler_set_parallel(weft_sampler *s, weft_sampler_run_fn run, 
         return WEFT_OK;
     }
     weft_skip_state *ts = realloc(s->task_skip, (size_t)n_tasks * sizeof *ts);
-    if (!ts) return weft_err_set(&s->err, WEFT_ENOMEM, "sampler: out of memory");
+    if (ts) s->task_skip = ts;
+    uint32_t(*th)[256] = realloc(s->task_hist, (size_t)n_tasks * sizeof *th);
+    if (th) s->task_hist = th;
+    if (!ts || !th) return weft_err_set(&s->err, WEFT_ENOMEM, "sampler: out of memory");
     memset(ts, 0, (size_t)n_tasks * sizeof *ts);
-    s->task_skip = ts;
     s->run = run;
     s->run_ctx = run_ctx;
     s->n_tasks = n_tasks;

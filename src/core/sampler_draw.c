@@ -264,6 +264,87 @@ static void draw_task(void *ctx, int64_t t) {
                &a->part_v[t], &a->part_win[t]);
 }
 
+/* The value keys sorted ascending (returns keys or ktmp, whichever holds them). With a runner and many keys:
+ * the 8 bits under the keys' common prefix pick one of 256 buckets (counted and scattered per part), then
+ * the buckets are sorted one by one in parallel. Sorted values are one sequence however they were split, so
+ * this equals weft_order_sort_u32 exactly. */
+typedef struct sort_args {
+    const weft_sampler *s;
+    uint32_t *keys, *ktmp;
+    size_t n;
+    int shift, n_tasks;
+    uint32_t lo[WEFT_SAMPLER_MAX_TASKS], hi[WEFT_SAMPLER_MAX_TASKS];
+    size_t start[257];
+} sort_args;
+
+static inline size_t part_lo(size_t n, int64_t t, int nt) {
+    return n * (size_t)t / (size_t)nt;
+}
+
+static void range_task(void *ctx, int64_t t) {
+    sort_args *a = ctx;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t i = part_lo(a->n, t, a->n_tasks); i < part_lo(a->n, t + 1, a->n_tasks); i++) {
+        lo = a->keys[i] < lo ? a->keys[i] : lo;
+        hi = a->keys[i] > hi ? a->keys[i] : hi;
+    }
+    a->lo[t] = lo;
+    a->hi[t] = hi;
+}
+
+static void hist_task(void *ctx, int64_t t) {
+    sort_args *a = ctx;
+    uint32_t *h = a->s->task_hist[t];
+    memset(h, 0, 256 * sizeof *h);
+    for (size_t i = part_lo(a->n, t, a->n_tasks); i < part_lo(a->n, t + 1, a->n_tasks); i++)
+        h[(a->keys[i] >> a->shift) & 0xff]++;
+}
+
+static void scatter_task(void *ctx, int64_t t) {
+    sort_args *a = ctx;
+    uint32_t *h = a->s->task_hist[t]; /* holds this part's write offsets now */
+    for (size_t i = part_lo(a->n, t, a->n_tasks); i < part_lo(a->n, t + 1, a->n_tasks); i++)
+        a->ktmp[h[(a->keys[i] >> a->shift) & 0xff]++] = a->keys[i];
+}
+
+static void bucket_task(void *ctx, int64_t t) {
+    sort_args *a = ctx;
+    for (int b = (int)t; b < 256; b += a->n_tasks)
+        weft_order_sort_u32(a->ktmp + a->start[b], a->keys + a->start[b], a->start[b + 1] - a->start[b]);
+}
+
+static uint32_t *sort_keys(weft_sampler *s, uint32_t *keys, uint32_t *ktmp, size_t n) {
+    if (!s->run || n < WEFT_SAMPLER_PAR_MIN) {
+        weft_order_sort_u32(keys, ktmp, n);
+        return keys;
+    }
+    sort_args a = {s, keys, ktmp, n, 0, s->n_tasks, {0}, {0}, {0}};
+    s->run(s->run_ctx, a.n_tasks, range_task, &a);
+    uint32_t lo = a.lo[0], hi = a.hi[0];
+    for (int t = 1; t < a.n_tasks; t++) {
+        lo = a.lo[t] < lo ? a.lo[t] : lo;
+        hi = a.hi[t] > hi ? a.hi[t] : hi;
+    }
+    if (lo == hi) return keys; /* all equal: already sorted */
+    int top = 31;
+    while (!(((lo ^ hi) >> top) & 1u)) top--;
+    a.shift = top >= 7 ? top - 7 : 0;
+    s->run(s->run_ctx, a.n_tasks, hist_task, &a);
+    size_t sum = 0;
+    for (int b = 0; b < 256; b++) { /* bucket starts, then each part's offset inside each bucket */
+        a.start[b] = sum;
+        for (int t = 0; t < a.n_tasks; t++) {
+            uint32_t c = s->task_hist[t][b];
+            s->task_hist[t][b] = (uint32_t)sum;
+            sum += c;
+        }
+    }
+    a.start[256] = sum;
+    s->run(s->run_ctx, a.n_tasks, scatter_task, &a);
+    s->run(s->run_ctx, a.n_tasks, bucket_task, &a);
+    return ktmp;
+}
+
 int32_t weft_sampler_draw(weft_sampler *s, const weft_sampling *p, int64_t pos, int32_t best, float zb) {
     const float *z = s->z;
     const int64_t V = s->vocab;
@@ -288,7 +369,7 @@ int32_t weft_sampler_draw(weft_sampler *s, const weft_sampling *p, int64_t pos, 
     if (use_top_p) {
         uint32_t *keys = (uint32_t *)s->tmp, *ktmp = keys + V;
         for (size_t i = 0; i < n; i++) keys[i] = (uint32_t)(s->cand[i] >> 32);
-        weft_order_sort_u32(keys, ktmp, n);
+        keys = sort_keys(s, keys, ktmp, n);
         weights(s, keys, n, T, l0);
         double total = 0.0, acc = 0.0;
         for (size_t i = 0; i < n; i++) total += s->p[i];

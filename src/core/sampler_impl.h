@@ -33,6 +33,7 @@ struct weft_sampler {
     void *run_ctx;
     int n_tasks;
     weft_skip_state *task_skip;
+    uint32_t (*task_hist)[256]; /* [n_tasks][256] bucket counts of the parallel key sort */
     weft_err err;
 };
 

@@ -6,12 +6,13 @@
  *   x += FFN(RMSNorm_1p(x; post_attention_layernorm))     SwiGLU, or MoE for qwen3_5_moe (the trunk's code)
  *   y = RMSNorm_1p(x; mtp.norm);  logits(t_{i+2}) = y·W_headᵀ  (the trunk's embed_tokens and lm_head)
  *
- * Tensors (hub names; the MLX sidecar is renamed to them on load): mtp.fc.weight [H, 2H],
- * mtp.pre_fc_norm_{embedding,hidden}.weight, mtp.norm.weight [H], mtp.layers.0.* as a trunk full-attention
- * layer (q_proj with the output gate, k/v/o_proj, q/k_norm, input/post-attention norms, mlp.* dense or
- * MoE in any expert storage the trunk accepts). Zero-centred norms get +1 unless the storage has it baked
- * in (MLX). Only mtp.layers.0 is used when mtp_num_hidden_layers > 1 (its later layers would serve deeper
- * steps; using layer 0 for every step changes only what is proposed). RoPE position of head row i: i. */
+ * Tensors (hub names; the MLX sidecar and GGUF NextN blocks are renamed to them on load): mtp.fc.weight [H,
+ * 2H], mtp.pre_fc_norm_{embedding,hidden}.weight, mtp.norm.weight [H], mtp.layers.0.* as a trunk
+ * full-attention layer (q_proj with the output gate, k/v/o_proj, q/k_norm, input/post-attention norms, mlp.*
+ * dense or MoE in any expert storage the trunk accepts). Zero-centred norms get +1 unless the storage has it
+ * baked in (MLX, GGUF). Only mtp.layers.0 is used when mtp_num_hidden_layers > 1 (its later layers would
+ * serve deeper steps; using layer 0 for every step changes only what is proposed). RoPE position of head row
+ * i: i. */
 #include "families/mtp.h"
 #include "families/qwen3_5_impl.h"
 
@@ -106,8 +107,12 @@ static const mtp_head_vt Q35_HEAD = {
     .destroy = q35h_destroy,
 };
 
-/* hub: zero-centred norms are stored as w (+1 here); MLX sidecars differ by producer (§6.2): a head whose
- * three outer norms average above 0.5 has the +1 baked in (trained zero-centred weights sit near 0). */
+/* hub: zero-centred norms are stored as w (+1 here); GGUF stores 1 + w (cfg->norms_plus_one, the converter's
+ * transform, trunk and NextN block alike); MLX sidecars differ by producer (§6.2): a head whose three outer
+ * norms average above 0.5 has the +1 baked in (trained zero-centred weights sit near 0). A GGUF NextN block
+ * may carry its own embedding and vocab head (nextn.embed_tokens / nextn.shared_head_head → mtp.embed_tokens
+ * / mtp.shared_head_head, [V, H]): used instead of the trunk's when present, as llama.cpp's graph_mtp does.
+ */
 static weft_status load_head(q35_head *hd, const weft_config *cfg, const weft_tensor_set *ts, bool mlx,
                              size_t *bytes, weft_err *err) {
     q35 *m = hd->m;
@@ -115,13 +120,19 @@ static weft_status load_head(q35_head *hd, const weft_config *cfg, const weft_te
     static const char *const norms[3] = {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight",
                                          "mtp.norm.weight"};
     hd->io = (mtp_io){.embed = m->embed, .lm_head = m->head, .eps = m->eps};
+    if (weft_tensor_set_get(ts, "mtp.embed_tokens.weight") &&
+        !(hd->io.embed = weft_mtp_mat(ts, "qwen3_5", "mtp.embed_tokens.weight", m->V, H, err)))
+        return err ? err->code : WEFT_EFORMAT;
+    if (weft_tensor_set_get(ts, "mtp.shared_head_head.weight") &&
+        !(hd->io.lm_head = weft_mtp_mat(ts, "qwen3_5", "mtp.shared_head_head.weight", m->V, H, err)))
+        return err ? err->code : WEFT_EFORMAT;
     weft_status st = weft_mtp_io_load(&hd->io, ts, "qwen3_5", "mtp.fc.weight", norms, H, bytes, err);
     if (st) return st;
     float *const outer[3] = {hd->io.enorm, hd->io.hnorm, hd->io.out_norm};
     double sum = 0;
     for (int i = 0; i < 3; i++)
         for (int64_t j = 0; j < H; j++) sum += outer[i][j];
-    const bool shift = !mlx || sum / (double)(3 * H) < 0.5;
+    const bool shift = !cfg->norms_plus_one && (!mlx || sum / (double)(3 * H) < 0.5);
     for (int i = 0; i < 3 && shift; i++)
         for (int64_t j = 0; j < H; j++) outer[i][j] += 1.0f;
     if ((st = q35_load_attn_layer(m, ts, "mtp.", 0, shift, &hd->ly, bytes, err))) return st;

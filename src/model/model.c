@@ -115,10 +115,12 @@ weft_status weft_model_load(const char *path, weft_model **out, weft_err *err) {
     } else {
         weft_gguf *g = NULL;
         st = weft_gguf_open_file(path, &g, err);
+        if (!st) st = weft_model_gguf_not_head(g, path, err); /* llama.cpp's --mtp file: not a model */
         if (!st)
             st = load_gguf(m, g, err);
         else
             weft_gguf_close(g);
+        if (!st) st = weft_model_gguf_mtp(m, err); /* a head converted to its own file, beside the model */
     }
     if (!st) st = finish(m, err);
     if (st) {

@@ -81,14 +81,34 @@ bool srv_peer_gone(int fd) {
     return false;
 }
 
+/* Whether code point c (valid UTF-8 of 2..4 bytes) must not reach a terminal or log viewer raw: C1 controls
+ * (0x9B is CSI on 8-bit terminals), the line/paragraph separators and the bidirectional controls that
+ * reorder what a reader sees (LRM/RLM, ALM, embeddings/overrides U+202A..E, isolates U+2066..9). */
+static bool log_unsafe_cp(unsigned c) {
+    return (c >= 0x80 && c <= 0x9f) || c == 0x61c || c == 0x200e || c == 0x200f ||
+           (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
 /* A request line's field for the text log: bytes below 0x21, 0x7f, backslash and quote become \xNN, so a
- * URL-decoded path (%0A, %20) can neither forge a line nor shift the fields after it. */
+ * URL-decoded path (%0A, %20) can neither forge a line nor shift the fields after it; so do the bytes of
+ * invalid UTF-8 (%FF: the line stays valid UTF-8 for log shippers) and of the code points above. */
 static void log_escaped(srv_buf *b, const char *s) {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p <= 0x20 || *p == 0x7f || *p == '\\' || *p == '"')
-            srv_buf_printf(b, "\\x%02x", *p);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        int k = p[i] < 0x80 ? 1 : srv_utf8_seq(p + i, n - i);
+        if (k <= 0) { /* invalid or cut short: this byte alone */
+            srv_buf_printf(b, "\\x%02x", p[i++]);
+            continue;
+        }
+        unsigned c = k == 1 ? p[i] : k == 2 ? (p[i] & 0x1fu) : k == 3 ? (p[i] & 0x0fu) : (p[i] & 0x07u);
+        for (int j = 1; j < k; j++) c = c << 6 | (p[i + j] & 0x3fu);
+        if (c <= 0x20 || c == 0x7f || c == '\\' || c == '"' || log_unsafe_cp(c))
+            for (int j = 0; j < k; j++) srv_buf_printf(b, "\\x%02x", p[i + j]);
         else
-            srv_buf_add(b, (const char *)p, 1);
+            srv_buf_add(b, (const char *)p + i, (size_t)k);
+        i += (size_t)k;
+    }
 }
 
 /* One access line. JSON lines are built with jansson (the path is escaped, invalid UTF-8 becomes U+FFFD);

@@ -123,10 +123,13 @@ static bool ends_in_think(const char *s) {
 
 bool srv_parse_chat(const weft_model_service *svc, const weft_server_config *cfg, json_t *root,
                     srv_request *r, srv_error *e) {
-    if (!svc->has_chat_template || !svc->has_tokenizer)
+    if (!svc->has_tokenizer)
         return srv_fail(e, 400, "messages", NULL,
-                        "this model has no %s: use /v1/completions with a token-id prompt",
-                        svc->has_tokenizer ? "chat template" : "tokenizer");
+                        "this model has no tokenizer: use /v1/completions with a token-id prompt");
+    if (!svc->has_chat_template) /* text prompts work: only the template is missing */
+        return srv_fail(e, 400, "messages", NULL,
+                        "this model has no chat template: use /v1/completions with a text prompt, or start "
+                        "the server with --chat-template FILE");
     json_t *msgs = normalize_messages(root, e);
     if (!msgs) return false;
     json_t *kw = template_kwargs(cfg, root, e);

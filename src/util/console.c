@@ -16,7 +16,10 @@ static const char k_clear[] = "\r\033[K";
 static const char k_erase[] = "\033[K";
 
 bool weft_console_live_wanted(int fd) {
-    return isatty(fd) && !getenv("WEFT_NO_LIVE");
+    /* TERM=dumb (Emacs shell buffers, some CI consoles) is a TTY without cursor control: "\033[K" would
+     * show as text, so it gets plain lines. */
+    const char *term = getenv("TERM");
+    return isatty(fd) && !getenv("WEFT_NO_LIVE") && !(term && !strcmp(term, "dumb"));
 }
 
 void weft_console_init(weft_console *c, FILE *f, bool live) {
@@ -103,6 +106,12 @@ bool weft_console_is_live(weft_console *c) {
 int weft_console_columns(const weft_console *c) {
     struct winsize ws;
     int fd = fileno(c->f);
-    if (fd < 0 || ioctl(fd, TIOCGWINSZ, &ws) != 0) return 0;
-    return ws.ws_col;
+    if (fd < 0 || !isatty(fd)) return 0;
+    if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    /* A terminal that reports no size (serial consoles, `docker run -t` before its first resize): a status
+     * line of unbounded width would wrap, and every redraw would leave a row behind. $COLUMNS, else 80. */
+    const char *env = getenv("COLUMNS");
+    char *end = NULL;
+    long v = env ? strtol(env, &end, 10) : 0;
+    return env && *env && !*end && v > 0 && v <= 4096 ? (int)v : 80;
 }

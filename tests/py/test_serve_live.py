@@ -68,6 +68,7 @@ class Served:
 
     def __init__(self, stderr, env_extra=None):
         env = {k: v for k, v in os.environ.items() if k != "WEFT_NO_LIVE"}
+        env["TERM"] = "xterm"  # a terminal with cursor control, whatever the runner's TERM (dumb gets plain lines)
         env.update(env_extra or {})
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"

@@ -78,7 +78,8 @@ static const hyb_rule NEMOTRON_BLOCK[] = {
     {"ffn_latent_up", "mixer.fc2_latent_proj", SFX_W},
 };
 
-/* The MTP head's own tensors (Qwen3.5 mtp.* names; Nemotron's converter drops its MTP). */
+/* A NextN block's own tensors → Qwen3.5 mtp.* names (gguf_mtp.c checks them; Nemotron-H NextN blocks are
+ * refused in gguf_tensors.c: llama.cpp's converter drops that head). */
 static const hyb_rule NEXTN[] = {
     {"nextn.eh_proj", "fc", SFX_W},
     {"nextn.enorm", "pre_fc_norm_embedding", SFX_W},

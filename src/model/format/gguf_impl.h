@@ -40,4 +40,16 @@ struct weft_gguf {
 /* Looks up a key; NULL when absent. */
 const gguf_kv *weft_gguf_lookup(const weft_gguf *g, const char *key);
 
+/* Adds tensor ti of g to set under `name` (shape = ne reversed, data = the stored bytes; qwen35: a squeezed
+ * [H] shared-expert gate gets its hub shape [1, H]). Errors: the set's (a duplicate), prefixed with g's
+ * source. (gguf_tensors.c) */
+weft_status weft_gguf_add_tensor(const weft_gguf *g, const weft_gguf_tensor_info *ti, const char *name,
+                                 bool qwen35, weft_tensor_set *set, weft_err *err);
+
+/* The NextN blocks [from, from + n) of a qwen35 / qwen35moe file each hold the four tensors llama.cpp's
+ * converter writes for them: blk.L.nextn.eh_proj.weight (ne {2H, H}, a weight type), blk.L.nextn.{enorm,
+ * hnorm, shared_head_norm}.weight (ne {H}, F32/F16/BF16), H = {arch}.embedding_length. Errors: WEFT_EFORMAT
+ * naming the file and the missing or misshapen tensor. (gguf_mtp.c) */
+weft_status weft_gguf_nextn_check(const weft_gguf *g, long from, long n, weft_err *err);
+
 #endif

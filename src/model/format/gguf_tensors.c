@@ -1,7 +1,8 @@
 /* GGUF tensor names → canonical HF names (docs families-and-formats §6.5; llama.cpp's tensor naming in
  * gguf-py constants.py / tensor_mapping.py), and the tensor set built from a GGUF file. A tensor this table
  * does not know is an error: a silently skipped weight would run a different model. The hybrid architectures
- * (qwen35, qwen35moe, nemotron_h, nemotron_h_moe) are mapped by gguf_hybrid.c. */
+ * (qwen35, qwen35moe, nemotron_h, nemotron_h_moe) are mapped by gguf_hybrid.c, their NextN (MTP) blocks
+ * checked and a separate head file added by gguf_mtp.c. */
 #include "gguf_hybrid.h"
 #include "gguf_impl.h"
 
@@ -114,6 +115,29 @@ weft_status weft_gguf_canonical_name(const char *arch, const char *gguf_name, ch
     return weft_err_set(err, WEFT_EFORMAT, "unknown tensor '%s' for architecture %s", gguf_name, arch);
 }
 
+weft_status weft_gguf_add_tensor(const weft_gguf *g, const weft_gguf_tensor_info *ti, const char *name,
+                                 bool qwen35, weft_tensor_set *set, weft_err *err) {
+    weft_tensor t = {0};
+    t.name = name;
+    t.dtype = ti->dtype;
+    t.ndim = ti->n_dims;
+    for (int d = 0; d < ti->n_dims; d++) t.shape[d] = ti->ne[ti->n_dims - 1 - d];
+    if (qwen35 && t.ndim == 1 && strstr(name, "shared_expert_gate.weight")) {
+        t.ndim = 2; /* a converter that squeezed the [1, H] shared-expert gate: the hub shape */
+        t.shape[1] = t.shape[0];
+        t.shape[0] = 1;
+    }
+    t.data = ti->data;
+    t.nbytes = ti->nbytes;
+    weft_status st = weft_tensor_set_add(set, &t, err);
+    if (st && err) {
+        char msg[sizeof err->msg];
+        memcpy(msg, err->msg, sizeof msg);
+        weft_err_set(err, st, "%s: %s", g->source, msg);
+    }
+    return st;
+}
+
 weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err) {
     if (g->mapping_given)
         return weft_err_set(err, WEFT_EINVAL, "%s: the file mapping was already handed to a tensor set",
@@ -143,6 +167,15 @@ weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err)
                                 (long long)n_mtp, key);
     }
     long mtp_from = n_mtp > 0 ? (long)(n_layers - n_mtp) : -1;
+    if (n_mtp > 0 && h == WEFT_GGUF_NEMOTRON_H) /* §4.7: conversion/nemotron.py drops the head */
+        return weft_err_set(err, WEFT_ENOTSUP,
+                            "%s: %s = %lld: Nemotron-H NextN blocks in GGUF are not supported (llama.cpp's "
+                            "converter does not export the Nemotron-H MTP head, so no layout is known)",
+                            g->source, mkey, (long long)n_mtp);
+    if (n_mtp > 0) {
+        weft_status st = weft_gguf_nextn_check(g, mtp_from, (long)n_mtp, err);
+        if (st) return st;
+    }
     for (size_t k = 0; k < g->n_tensors; k++) {
         const weft_gguf_tensor_info *ti = &g->tensors[k];
         char name[256];
@@ -154,27 +187,8 @@ weft_status weft_gguf_tensors(weft_gguf *g, weft_tensor_set *set, weft_err *err)
         if (layer >= 0 && n_layers >= 0 && layer >= n_layers)
             return weft_err_set(err, WEFT_EFORMAT, "%s: tensor '%s' is past %s = %lld", g->source, ti->name,
                                 key, (long long)n_layers);
-        weft_tensor t = {0};
-        t.name = name;
-        t.dtype = ti->dtype;
-        t.ndim = ti->n_dims;
-        for (int d = 0; d < ti->n_dims; d++) t.shape[d] = ti->ne[ti->n_dims - 1 - d];
-        if (h == WEFT_GGUF_QWEN35 && t.ndim == 1 && strstr(name, "shared_expert_gate.weight")) {
-            t.ndim = 2; /* a converter that squeezed the [1, H] shared-expert gate: the hub shape */
-            t.shape[1] = t.shape[0];
-            t.shape[0] = 1;
-        }
-        t.data = ti->data;
-        t.nbytes = ti->nbytes;
-        weft_status st = weft_tensor_set_add(set, &t, err);
-        if (st) {
-            if (err) {
-                char msg[sizeof err->msg];
-                memcpy(msg, err->msg, sizeof msg);
-                weft_err_set(err, st, "%s: %s", g->source, msg);
-            }
-            return st;
-        }
+        weft_status st = weft_gguf_add_tensor(g, ti, name, h == WEFT_GGUF_QWEN35, set, err);
+        if (st) return st;
     }
     if (g->map) {
         weft_tensor_set_own_mapping(set, g->map, g->map_len);
