@@ -15,13 +15,26 @@ extern const uint64_t weft_embedded_gguf_len; /* bytes, set by the assembler (em
 /* Touches every page of every tensor so that the first request does not pay for page faults; shows progress.
  * With a console (serve: its listener already answers, so access lines can arrive meanwhile) the bar is the
  * console's status line, which log lines never share a row with; else it is drawn straight on stderr. */
-static void prefault(const weft_model *m, weft_console *con) {
+/* Whether a signal of stop is pending (blocked, not yet taken by sigwait). */
+static bool stop_pending(const sigset_t *stop) {
+    sigset_t pend;
+    if (!stop || sigpending(&pend) != 0) return false;
+    return (sigismember(&pend, SIGINT) == 1 && sigismember(stop, SIGINT) == 1) ||
+           (sigismember(&pend, SIGTERM) == 1 && sigismember(stop, SIGTERM) == 1);
+}
+
+/* Returns false when stopped by a pending signal of stop (checked every 64 MiB). */
+static bool prefault(const weft_model *m, weft_console *con, const sigset_t *stop) {
     bool tty = con ? weft_console_is_live(con) : weft_console_live_wanted(STDERR_FILENO);
     size_t total = m->weights_bytes, done = 0, next_draw = 0;
     volatile unsigned char sink = 0;
-    for (size_t i = 0; i < weft_tensor_set_count(m->tensors); i++) {
+    bool stopped = false;
+    for (size_t i = 0; i < weft_tensor_set_count(m->tensors) && !stopped; i++) {
         const weft_tensor *t = weft_tensor_set_at(m->tensors, i);
-        for (size_t off = 0; off < t->nbytes; off += 4096) sink ^= t->data[off];
+        for (size_t off = 0; off < t->nbytes && !stopped; off += 4096) {
+            sink ^= t->data[off];
+            if ((off & ((64u << 20) - 1)) == 0) stopped = stop_pending(stop);
+        }
         done += t->nbytes;
         if (tty && total && (done >= next_draw || done == total)) {
             int pct = (int)(100.0 * (double)done / (double)total), w = pct / 4;
@@ -43,13 +56,14 @@ static void prefault(const weft_model *m, weft_console *con) {
         weft_console_status(con, ""); /* erased: the next status or log line starts on a clean row */
     else if (tty)
         fprintf(stderr, "\r\033[K");
+    return !stopped && !stop_pending(stop);
 }
 
 int cli_load_model(const cli_options *o, weft_model **out) {
-    return cli_load_model_on(o, out, NULL);
+    return cli_load_model_on(o, out, NULL, NULL);
 }
 
-int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con) {
+int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con, const sigset_t *stop) {
     weft_err err = {0};
     weft_status st;
     if (o->model)
@@ -61,7 +75,11 @@ int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con)
         fprintf(stderr, "weft: %s\n", err.msg);
         return 2;
     }
-    prefault(*out, con);
+    if (!prefault(*out, con, stop)) {
+        weft_model_free(*out);
+        *out = NULL;
+        return CLI_LOAD_STOPPED;
+    }
     return 0;
 }
 

@@ -7,10 +7,15 @@
 #include "weft/model.h"
 #include "weft/sampler.h"
 
+#include <signal.h>
+
 /* Loads o->model or the embedded stories260K; prints the error and returns 2 on failure. */
 int cli_load_model(const cli_options *o, weft_model **out);
-/* The same, drawing the weight-loading progress bar as con's status line (con borrowed; NULL = on stderr). */
-int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con);
+/* The same, drawing the weight-loading progress bar as con's status line (con borrowed; NULL = on stderr).
+ * stop (NULL = none): signals the caller keeps blocked for sigwait; when one of them is pending while the
+ * weights are read in, loading stops, *out is freed and NULL, and the return is CLI_LOAD_STOPPED. */
+#define CLI_LOAD_STOPPED 3
+int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con, const sigset_t *stop);
 int cli_threads(const cli_options *o);
 /* Sampling defaults: generation_config, then command-line flags. */
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s);

@@ -178,7 +178,15 @@ int cmd_serve(const cli_options *o) {
         rc = 2;
         goto out;
     }
-    rc = cli_load_model_on(o, &m, &con); /* the bar shares the console with access lines */
+    rc = cli_load_model_on(o, &m, &con, &sigs); /* the bar shares the console with access lines */
+    if (rc == CLI_LOAD_STOPPED) { /* SIGINT/SIGTERM while the weights were read in: stop there */
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        weft_console_printf(&con, "weft: %s received while loading, shutting down",
+                            sig == SIGINT ? "SIGINT" : "SIGTERM");
+        rc = 0;
+        goto out;
+    }
     if (rc) goto out;
     cli_sampling(o, m, &sc.defaults); /* generation_config.json, then the flags */
     weft_server_set_defaults(srv, &sc.defaults);

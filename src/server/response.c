@@ -69,7 +69,14 @@ json_t *srv_weft_json(const srv_gen *g, int only_choice) {
 static const char *piece(const srv_gen *g, int32_t id, size_t *len, srv_buf *tmp) {
     const weft_model_service *s = g->svc;
     *len = 0;
-    if (!s->has_tokenizer) return "";
+    if (!s->has_tokenizer) { /* no text for ids: name them as vLLM does, so alternatives stay distinct */
+        char name[32];
+        int n = snprintf(name, sizeof name, "token_id:%d", (int)id);
+        tmp->len = 0;
+        srv_buf_add(tmp, name, n > 0 ? (size_t)n : 0);
+        *len = tmp->len;
+        return tmp->p ? tmp->p : "";
+    }
     if (s->token_piece) {
         const char *p = s->token_piece(s->ctx, id, len);
         return p ? p : "";
