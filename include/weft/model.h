@@ -28,6 +28,7 @@ typedef struct weft_model {
     char *bos_text, *eos_text; /* special token strings for templates, or NULL */
     size_t weights_bytes;      /* bytes of stored weights */
     char quant[64];            /* "F32", "Q4_0", "mlx affine 4-bit g64", "BF16", "mixed (Q4_K, Q6_K)" */
+    char *mtp_path;            /* the separate file the MTP head came from (GGUF mtp-*.gguf), or NULL */
 } weft_model;
 
 /* Loads path (directory or .gguf). The weights bytes are checked against available memory before any weight

@@ -23,6 +23,11 @@ int cmd_info(const cli_options *o) {
     printf("context        %d\n", ctx);
     printf("tokenizer      %s\n", m->tokenizer ? "yes" : "none (token-id prompts only)");
     printf("chat template  %s\n", m->chat_template ? "yes" : "none");
+    if (c->mtp_num_hidden_layers > 0)
+        printf("draft head     MTP, %lld layer(s)%s%s\n", (long long)c->mtp_num_hidden_layers,
+               m->mtp_path ? ", from " : " in the checkpoint", m->mtp_path ? m->mtp_path : "");
+    else
+        printf("draft head     none (copy drafts)\n");
     printf("memory         weights %.2f MiB + KV cache %.2f MiB per stream at context %d (fp32)\n",
            (double)m->weights_bytes / 1048576.0, kv_per_stream / 1048576.0, ctx);
     weft_model_free(m);

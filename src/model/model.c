@@ -161,6 +161,7 @@ void weft_model_free(weft_model *m) {
     free(m->chat_template);
     free(m->bos_text);
     free(m->eos_text);
+    free(m->mtp_path);
     free(m->path);
     free(m->id);
     free(m);

@@ -73,6 +73,8 @@ static weft_status try_head(weft_model *m, const char *path, bool must, bool *do
     if (!st) st = weft_check_memory(bytes, "the MTP head weights", err);
     if (st) return st;
     m->cfg.mtp_num_hidden_layers = n;
+    free(m->mtp_path);
+    m->mtp_path = strdup(path); /* for `weft info`; NULL when short of memory, which only loses that line */
     *done = true;
     return WEFT_OK;
 }

@@ -123,3 +123,14 @@ def test_nemotron_nextn_blocks_refused(tmp_path):
     p = weft("run", tmp_path / "n.gguf", "--tokens", "1,2,3", "--max-tokens", "2")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "nextn_predict_layers" in p.stderr and "Nemotron-H" in p.stderr, p.stderr
+
+
+def test_info_names_the_draft_head():
+    """`weft info` says where the MTP head came from: a head file beside a GGUF, the checkpoint, or none."""
+    r = weft("info", str(ROOT / "tests/data/mtp/qwen3_5-bf16.gguf"))
+    assert r.returncode == 0, r.stderr
+    assert "draft head     MTP, 1 layer(s), from " in r.stdout and "mtp-qwen3_5-bf16.gguf" in r.stdout, r.stdout
+    r = weft("info", str(FIXTURES / "qwen3_5"))
+    assert "draft head     MTP, 1 layer(s) in the checkpoint" in r.stdout, r.stdout
+    r = weft("info", str(FIXTURES / "llama"))
+    assert "draft head     none (copy drafts)" in r.stdout, r.stdout
