@@ -20,11 +20,18 @@ static __device__ __forceinline__ void weft_pdl_enter() {
 #endif
 }
 
-// Whether launches use PDL: the environment is read once per process (a constant after that).
+// Whether launches use PDL: Hopper or newer (the current device at the first launch) and WEFT_CUDA_NO_PDL
+// unset; decided once per process (a constant after that).
 static inline bool weft_pdl_on() {
     static const bool on = [] {
         const char *e = getenv("WEFT_CUDA_NO_PDL");
-        return !(e && *e);
+        int dev = 0, major = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        return !(e && *e) && major >= 9;
     }();
     return on;
 }
