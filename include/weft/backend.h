@@ -29,6 +29,16 @@ typedef struct weft_segment {
     weft_logprobs *logprobs;       /* out [n_draw] or NULL (sampling->logprobs says how many top entries) */
 } weft_segment;
 
+/* One stream's request in a batched draft call (draft_many): the arguments of `draft`, one per slot. */
+typedef struct weft_draft_req {
+    int slot;
+    const int32_t *seq; /* [n_tokens] the stream's context, the last token its pending one */
+    int n_tokens;
+    int max_n;    /* drafts wanted (may differ per stream: adaptive depth) */
+    int32_t *out; /* out [max_n] */
+    int *n_out;   /* out: drafts written, 0..max_n */
+} weft_draft_req;
+
 typedef struct weft_backend_ops {
     const char *name; /* "cpu", "cuda", "fake" */
     /* Prepares slot for a new stream of at most `capacity` positions (prompt + reply). Allocation happens
@@ -60,6 +70,13 @@ typedef struct weft_backend_ops {
      * Errors: WEFT_EINVAL (slot not open, n_tokens - 1 not its length). */
     weft_status (*draft)(void *self, int slot, const int32_t *seq, int n_tokens, int max_n, int32_t *out,
                          int *n_out, weft_err *err);
+    /* Optional (NULL = call draft per stream): draft for reqs[0..n) at once, each request's slot distinct,
+     * so that every chain step runs the head once over all streams still drafting (a stream whose max_n is
+     * reached drops out of later steps). Each stream's drafts and head state are bit-identical to what
+     * `draft` gives it alone (row invariance). Errors: those of draft for the first bad request (then
+     * nothing ran), WEFT_EINVAL for a slot given twice or n > max_slots; an error while running leaves
+     * every request's *n_out meaningless (drafts are proposals: the caller may retry one by one). */
+    weft_status (*draft_many)(void *self, const weft_draft_req *reqs, int n, weft_err *err);
 } weft_backend_ops;
 
 typedef struct weft_backend {

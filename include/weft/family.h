@@ -20,6 +20,16 @@ typedef struct weft_row {
     int32_t token;
 } weft_row;
 
+/* One stream's request in a batched draft (draft_many): the arguments of `draft`. */
+typedef struct weft_family_draft {
+    void *state; /* the stream's state (distinct per request) */
+    const int32_t *seq;
+    int n_tokens;
+    int max_n;
+    int32_t *out; /* out [max_n] */
+    int *n_out;
+} weft_family_draft;
+
 typedef struct weft_family_ops {
     const char *name;
     /* Bytes of one stream's state (KV cache, recurrent states) for `capacity` positions. */
@@ -51,6 +61,12 @@ typedef struct weft_family_ops {
      * length), WEFT_ERANGE (the pending token is outside the vocabulary). */
     weft_status (*draft)(void *fam, weft_pool *pool, void *state, const int32_t *seq, int n_tokens, int max_n,
                          int32_t *out, int *n_out, weft_err *err);
+    /* Optional (NULL = draft per stream): `draft` for reqs[0..n) at once, each chain step one head forward
+     * over the streams still drafting; every stream's proposals and state are bit-identical to a `draft` of
+     * it alone (the head's kernels are row-invariant). Errors: those of draft (request index named; checked
+     * for all before anything runs), WEFT_EINVAL for a state given twice. */
+    weft_status (*draft_many)(void *fam, weft_pool *pool, const weft_family_draft *reqs, int n,
+                              weft_err *err);
 } weft_family_ops;
 
 typedef struct weft_family_model {

@@ -135,42 +135,94 @@ static weft_status mtp_keep(void *fam, weft_pool *pool, void *state, int cache_l
     return WEFT_OK;
 }
 
-static weft_status mtp_draft(void *fam, weft_pool *pool, void *state, const int32_t *seq, int n_tokens,
-                             int max_n, int32_t *out, int *n_out, weft_err *err) {
-    mtp_model *mm = fam;
-    *n_out = 0;
-    const int c = n_tokens - 1, len = mm->vt->length(state);
-    if (!seq || c != len)
-        return weft_err_set(err, WEFT_EINVAL, "draft: %d tokens given but the stream holds %d positions",
-                            n_tokens, len);
-    if (seq[c] < 0 || seq[c] >= mm->V)
-        return weft_err_set(err, WEFT_ERANGE, "draft: pending token %d outside the vocabulary (%lld)", seq[c],
-                            (long long)mm->V);
-    mtp_hdr *hs = head_of(mm, state);
-    /* chain rows sit at positions c - 1 .. c + max_n - 2 */
-    int room = hs->capacity < mm->max_context ? hs->capacity : mm->max_context;
-    if (max_n > room - c + 1) max_n = room - c + 1;
-    const float *h = ring_get(mm, hs, c - 1);
-    if (max_n < 1 || c < 1 || !h || hs->head_len < c - 1 || hs->head_start > c - 1) return WEFT_OK;
-    const size_t H = (size_t)mm->H;
-    memcpy(mm->hin, h, H * sizeof(float));
-    mm->jobs[0] = (mtp_row){hs, c - 1, seq[c]};
-    weft_status st = run_rows(mm, pool, 1, mm->y, err);
+/* Checks one draft request (errors name request i when there are several). */
+static weft_status draft_check(const mtp_model *mm, const weft_family_draft *q, int i, int n, weft_err *err) {
+    *q->n_out = 0;
+    const int c = q->n_tokens - 1, len = q->state ? mm->vt->length(q->state) : -1;
+    char who[32] = "";
+    if (n > 1) snprintf(who, sizeof who, " (request %d)", i);
+    if (!q->seq || !q->state || c != len)
+        return weft_err_set(err, WEFT_EINVAL, "draft%s: %d tokens given but the stream holds %d positions",
+                            who, q->n_tokens, len);
+    if (q->seq[c] < 0 || q->seq[c] >= mm->V)
+        return weft_err_set(err, WEFT_ERANGE, "draft%s: pending token %d outside the vocabulary (%lld)", who,
+                            q->seq[c], (long long)mm->V);
+    return WEFT_OK;
+}
+
+/* The greedy chains of reqs[0..n) (n <= mm->draft_group, checked): step 0 absorbs each stream's row c - 1
+ * with its pending token through the whole layer, then every step reads the vocab head over the streams
+ * still drafting and feeds their drafts back as the next rows — one head call per step for all of them. */
+static weft_status draft_group(mtp_model *mm, weft_pool *pool, const weft_family_draft *reqs, int n,
+                               weft_err *err) {
+    const size_t H = (size_t)mm->H, V = (size_t)mm->V;
+    int idx[MTP_DRAFT_GROUP], lim[MTP_DRAFT_GROUP], cpos[MTP_DRAFT_GROUP], na = 0;
+    for (int i = 0; i < n; i++) {
+        const weft_family_draft *q = &reqs[i];
+        const int c = q->n_tokens - 1;
+        mtp_hdr *hs = head_of(mm, q->state);
+        /* chain rows sit at positions c - 1 .. c + max_n - 2 */
+        int room = hs->capacity < mm->max_context ? hs->capacity : mm->max_context, max_n = q->max_n;
+        if (max_n > room - c + 1) max_n = room - c + 1;
+        const float *h = ring_get(mm, hs, c - 1);
+        if (max_n < 1 || c < 1 || !h || hs->head_len < c - 1 || hs->head_start > c - 1) continue;
+        memcpy(mm->hin + (size_t)na * H, h, H * sizeof(float));
+        mm->jobs[na] = (mtp_row){hs, c - 1, q->seq[c]};
+        idx[na] = i;
+        lim[na] = max_n;
+        cpos[na++] = c;
+    }
+    if (na == 0) return WEFT_OK;
+    weft_status st = run_rows(mm, pool, na, mm->y, err);
     if (st) return st;
-    hs->head_len = c; /* row c - 1 now holds (h_{c-1}, t_c): both committed */
-    for (int k = 0; k < max_n; k++) {
-        weft_matmul(pool, mm->io->lm_head, mm->y, 1, mm->logits, mm->V); /* the trunk's vocab head */
-        int32_t best = 0;                                                /* greedy; ties to the lower id */
-        for (int64_t v = 1; v < mm->V; v++)
-            if (mm->logits[v] > mm->logits[best]) best = (int32_t)v;
-        out[k] = best;
-        *n_out = k + 1;
-        if (k + 1 == max_n) break;
-        memcpy(mm->hin, mm->y, H * sizeof(float));
-        mm->jobs[0] = (mtp_row){hs, c + k, best};
-        if ((st = run_rows(mm, pool, 1, mm->y, err))) return st;
+    for (int j = 0; j < na; j++) mm->jobs[j].hs->head_len = cpos[j]; /* row c - 1 holds (h_{c-1}, t_c) */
+    for (int k = 0;; k++) {
+        weft_matmul(pool, mm->io->lm_head, mm->y, na, mm->logits, mm->V); /* the trunk's vocab head */
+        int m = 0;
+        for (int j = 0; j < na; j++) {
+            const float *lg = mm->logits + (size_t)j * V;
+            int32_t best = 0; /* greedy; ties to the lower id */
+            for (int64_t v = 1; v < mm->V; v++)
+                if (lg[v] > lg[best]) best = (int32_t)v;
+            const weft_family_draft *q = &reqs[idx[j]];
+            q->out[k] = best;
+            *q->n_out = k + 1;
+            if (k + 1 == lim[j]) continue; /* this stream's chain is done: it drops out */
+            memcpy(mm->hin + (size_t)m * H, mm->y + (size_t)j * H, H * sizeof(float));
+            mm->jobs[m] = (mtp_row){mm->jobs[j].hs, cpos[j] + k, best};
+            idx[m] = idx[j];
+            lim[m] = lim[j];
+            cpos[m++] = cpos[j];
+        }
+        if ((na = m) == 0) return WEFT_OK;
+        if ((st = run_rows(mm, pool, na, mm->y, err))) return st;
+    }
+}
+
+static weft_status mtp_draft_many(void *fam, weft_pool *pool, const weft_family_draft *reqs, int n,
+                                  weft_err *err) {
+    mtp_model *mm = fam;
+    for (int i = 0; i < n; i++) *reqs[i].n_out = 0;
+    for (int i = 0; i < n; i++) {
+        weft_status st = draft_check(mm, &reqs[i], i, n, err);
+        if (st) return st;
+        for (int j = 0; j < i; j++)
+            if (reqs[j].state == reqs[i].state)
+                return weft_err_set(err, WEFT_EINVAL, "draft: requests %d and %d are the same stream", j, i);
+    }
+    /* groups of draft_group streams (the scratch's rows); row invariance makes the cut invisible */
+    for (int b = 0; b < n; b += mm->draft_group) {
+        weft_status st =
+            draft_group(mm, pool, reqs + b, n - b < mm->draft_group ? n - b : mm->draft_group, err);
+        if (st) return st;
     }
     return WEFT_OK;
+}
+
+static weft_status mtp_draft(void *fam, weft_pool *pool, void *state, const int32_t *seq, int n_tokens,
+                             int max_n, int32_t *out, int *n_out, weft_err *err) {
+    weft_family_draft q = {state, seq, n_tokens, max_n, out, n_out};
+    return mtp_draft_many(fam, pool, &q, 1, err);
 }
 
 /* ---- prompt-cache snapshots: the trunk's bytes, then the head's ----
@@ -284,8 +336,9 @@ weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *he
         size_t R = (size_t)fm->max_rows;
         mm->hid = malloc(R * (size_t)H * sizeof(float));
         mm->hin = malloc(R * (size_t)H * sizeof(float));
-        mm->y = malloc((size_t)H * sizeof(float));
-        mm->logits = malloc((size_t)mm->V * sizeof(float));
+        mm->draft_group = fm->max_rows < MTP_DRAFT_GROUP ? fm->max_rows : MTP_DRAFT_GROUP;
+        mm->y = malloc((size_t)mm->draft_group * (size_t)H * sizeof(float));
+        mm->logits = malloc((size_t)mm->draft_group * (size_t)mm->V * sizeof(float));
         mm->jobs = malloc(R * sizeof *mm->jobs);
         mm->g_slot = malloc(R * sizeof(int));
         mm->g_last = malloc(R * sizeof(int));
@@ -314,6 +367,7 @@ weft_status weft_mtp_wrap(weft_family_model *fm, const mtp_head_vt *vt, void *he
     mm->ops.keep = mtp_keep;
     mm->ops.destroy = mtp_destroy;
     mm->ops.draft = mtp_draft;
+    mm->ops.draft_many = mtp_draft_many;
     bool snaps = fm->ops->snapshot_bytes && fm->ops->snapshot_save && fm->ops->snapshot_restore;
     mm->ops.snapshot_bytes = snaps ? mtp_snapshot_bytes : NULL;
     mm->ops.snapshot_save = snaps ? mtp_snapshot_save : NULL;

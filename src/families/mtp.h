@@ -33,6 +33,8 @@
 
 /* Trunk hidden rows kept per stream: covers any rollback window (Q35_WINDOW, NH_KEEP_WINDOW = 16) + 1. */
 #define MTP_RING 32
+/* Streams drafted together by one draft_many group (its scratch rows: y, logits); more go in groups. */
+#define MTP_DRAFT_GROUP 16
 
 typedef struct mtp_hdr {
     int32_t capacity;
@@ -88,11 +90,12 @@ struct mtp_model {
     int64_t H, V, kvd; /* hidden size, vocab, head K/V floats per position */
     int max_rows;
     int max_context; /* positions the trunk serves (its attention scratch); chain rows stay below */
+    int draft_group; /* streams per draft chain call: min(max_rows, MTP_DRAFT_GROUP) */
     /* scratch, allocated once */
     float *hid;    /* [max_rows, H] trunk hidden rows of the last forward */
     float *hin;    /* [max_rows, H] head inputs */
-    float *y;      /* [H] head output of the draft chain */
-    float *logits; /* [V] */
+    float *y;      /* [draft_group, H] head outputs of the draft chains */
+    float *logits; /* [draft_group, V] */
     mtp_row *jobs; /* [max_rows] */
     int *g_slot;   /* [max_rows] slots seen in a forward */
     int *g_last;   /* [max_rows] their last row */

@@ -19,6 +19,7 @@ typedef struct cpu_backend {
     float *logits;         /* [max_rows, vocab] */
     weft_sampler *sampler; /* draws are made one by one on the calling thread */
     size_t used_bytes;     /* stream states currently allocated */
+    weft_family_draft *dq; /* [max_slots] a draft_many call's requests, as the family takes them */
 } cpu_backend;
 
 static weft_status cpu_open(void *self, int slot, int capacity, weft_err *err) {
@@ -133,6 +134,29 @@ static weft_status cpu_draft(void *self, int slot, const int32_t *seq, int n_tok
     return b->fam.ops->draft(b->fam.self, b->pool, b->states[slot], seq, n_tokens, max_n, out, n_out, err);
 }
 
+static weft_status cpu_draft_many(void *self, const weft_draft_req *reqs, int n, weft_err *err) {
+    cpu_backend *b = self;
+    if (n < 0 || n > b->max_slots)
+        return weft_err_set(err, WEFT_EINVAL, "draft: %d requests for %d slots", n, b->max_slots);
+    for (int i = 0; i < n; i++) {
+        const weft_draft_req *q = &reqs[i];
+        *q->n_out = 0;
+        if (q->slot < 0 || q->slot >= b->max_slots || !b->states[q->slot])
+            return weft_err_set(err, WEFT_EINVAL, "draft: slot %d (request %d) is not open", q->slot, i);
+        b->dq[i] = (weft_family_draft){b->states[q->slot], q->seq, q->n_tokens, q->max_n, q->out, q->n_out};
+    }
+    if (n == 0) return WEFT_OK;
+    if (b->fam.ops->draft_many) return b->fam.ops->draft_many(b->fam.self, b->pool, b->dq, n, err);
+    for (int i = 0; i < n; i++) { /* a family without a batched head: one by one */
+        const weft_family_draft *q = &b->dq[i];
+        if (q->max_n < 1) continue;
+        weft_status st = b->fam.ops->draft(b->fam.self, b->pool, q->state, q->seq, q->n_tokens, q->max_n,
+                                           q->out, q->n_out, err);
+        if (st) return st;
+    }
+    return WEFT_OK;
+}
+
 static void cpu_memory(void *self, size_t *used, size_t *free_bytes) {
     cpu_backend *b = self;
     if (used) *used = b->used_bytes + b->fam.weights_bytes;
@@ -154,6 +178,7 @@ static void cpu_destroy(void *self) {
     free(b->rows);
     free(b->out_rows);
     free(b->logits);
+    free(b->dq);
     free(b);
 }
 
@@ -189,6 +214,7 @@ weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_o
     b->rows = malloc((size_t)b->max_rows * sizeof *b->rows);
     b->out_rows = malloc((size_t)b->max_rows * sizeof *b->out_rows);
     b->logits = malloc(logit_bytes);
+    b->dq = malloc((size_t)b->max_slots * sizeof *b->dq);
     b->sampler = weft_sampler_new(fam.vocab_size);
     /* Draws run after the forward, when the pool is idle: a draw over a large vocabulary splits its exp and
      * noise loops across it (same bits, weft/sampler.h). */
@@ -200,7 +226,7 @@ weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_o
         b->sampler = NULL;
     }
     if (!b->pool || !b->states || !b->state_size || !b->spare || !b->spare_size || !b->rows || !b->out_rows ||
-        !b->logits || !b->sampler) {
+        !b->logits || !b->dq || !b->sampler) {
         cpu_destroy(b);
         return weft_err_set(err, WEFT_ENOMEM,
                             "cannot allocate the CPU backend (%zu bytes of logits for %d rows)", logit_bytes,
@@ -208,6 +234,7 @@ weft_status weft_cpu_backend_new(weft_family_model fam, const weft_cpu_backend_o
     }
     b->ops = CPU_OPS;
     b->ops.draft = fam.ops->draft ? cpu_draft : NULL;
+    b->ops.draft_many = fam.ops->draft ? cpu_draft_many : NULL;
     out->ops = &b->ops;
     out->self = b;
     out->max_slots = b->max_slots;

@@ -23,6 +23,8 @@ static void engine_free_buffers(weft_engine *e) {
     free(e->lanes);
     free(e->order);
     free(e->segs);
+    free(e->dreq);
+    free(e->dseg);
     free(e->eos);
 }
 
@@ -95,7 +97,9 @@ weft_status weft_engine_new(const weft_engine_config *cfg, weft_backend *backend
     e->lanes = calloc((size_t)e->parallel, sizeof *e->lanes);
     e->order = calloc((size_t)e->parallel, sizeof *e->order);
     e->segs = calloc((size_t)e->parallel, sizeof *e->segs);
-    bool ok = e->eos && e->lanes && e->order && e->segs;
+    e->dreq = calloc((size_t)e->parallel, sizeof *e->dreq);
+    e->dseg = calloc((size_t)e->parallel, sizeof *e->dseg);
+    bool ok = e->eos && e->lanes && e->order && e->segs && e->dreq && e->dseg;
     for (int i = 0; ok && i < e->parallel; i++) {
         e->lanes[i].draws = calloc((size_t)e->max_draft + 1, sizeof *e->lanes[i].draws);
         e->lanes[i].lp = calloc((size_t)e->max_draft + 1, sizeof *e->lanes[i].lp);

@@ -108,6 +108,8 @@ typedef struct lane {
     pc_entry *pin; /* the entry it resumed from, pinned until its prompt is in */
     lane_depth depth;
     bool head_failed; /* the backend's draft head failed for this stream: drafter only from then on */
+    int head_depth;   /* this round: the depth it asked the head for (rows reserved), 0 = none */
+    int head_n;       /* the head's drafts for it this round */
 } lane;
 
 struct weft_engine {
@@ -123,9 +125,11 @@ struct weft_engine {
     lanes_pcache *pc;    /* NULL = prompt cache off */
 
     /* engine thread only */
-    lane *lanes;        /* [parallel] */
-    int *order;         /* [parallel] lanes of a round, least recently served first */
-    weft_segment *segs; /* [parallel] */
+    lane *lanes;          /* [parallel] */
+    int *order;           /* [parallel] lanes of a round, least recently served first */
+    weft_segment *segs;   /* [parallel] */
+    weft_draft_req *dreq; /* [parallel] this round's head draft requests (one batched call) */
+    int *dseg;            /* [parallel] the segment of each */
     uint64_t round_no;
     uint64_t admit_no;
 

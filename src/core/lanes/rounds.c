@@ -11,7 +11,8 @@
  *
  * With the prompt cache (prompt_cache.c), admission restores the longest cached prefix of the prompt into the
  * new slot, prefill chunks end at the cache's save points and states are saved there and at a finished
- * reply's end. How many drafts a window asks for is the stream's depth rule (depth.c). */
+ * reply's end. How many drafts a window asks for is the stream's depth rule (depth.c); the windows that draft
+ * from the backend's head get their proposals from one batched call per round (head_drafts). */
 #include "lanes_internal.h"
 
 #include <stdio.h>
@@ -148,33 +149,51 @@ static int propose_drafts(weft_engine *e, int slot, lane *l, int max_n) {
     return n;
 }
 
-/* A window's drafts, written right after the pending token: the backend's draft head when it has one
- * (model drafts, SPEC §4.5 (b)), else — or when the head has nothing this round — the drafter's. Returns how
- * many are usable. A failing head is logged and not asked again for this stream; drafts are proposals, so
- * the reply is the same either way. */
-static int draft_window(weft_engine *e, int slot, lane *l, int depth) {
-    if (e->max_model_draft > 0 && !l->head_failed) {
-        weft_request_handle *r = l->req;
-        int32_t *out = r->seq + l->cache_len + 1;
-        int max_n = depth < e->max_model_draft ? depth : e->max_model_draft, n = 0;
-        weft_err err = {0};
-        weft_status st = e->be->ops->draft(e->be->self, slot, r->seq, l->cache_len + 1, max_n, out, &n, &err);
-        if (st == WEFT_OK) {
-            if (n > max_n) n = max_n;
-            for (int i = 0; i < n; i++)
-                if (out[i] < 0 || out[i] >= e->be->vocab_size) n = i;
-            if (n > 0) return n;
-        } else {
-            l->head_failed = true;
-            fprintf(stderr, "weft: draft head failed for a stream (%s); it drafts without it\n", err.msg);
-        }
+/* One stream's head drafts as a single `draft` call (no draft_many, or retrying a failed batch to find the
+ * stream it failed for). A failing head is logged and not asked again for this stream. */
+static void head_one(weft_engine *e, const weft_draft_req *q) {
+    lane *l = &e->lanes[q->slot];
+    weft_err err = {0};
+    weft_status st =
+        e->be->ops->draft(e->be->self, q->slot, q->seq, q->n_tokens, q->max_n, q->out, q->n_out, &err);
+    if (st != WEFT_OK) {
+        *q->n_out = 0;
+        l->head_failed = true;
+        fprintf(stderr, "weft: draft head failed for a stream (%s); it drafts without it\n", err.msg);
     }
-    return e->has_drafter ? propose_drafts(e, slot, l, depth) : 0;
 }
 
-/* Plans this round's segments. Returns how many. */
+/* The windows that wait for the backend's draft head (model drafts, SPEC §4.5 (b)): every such stream's
+ * proposals come from one draft_many call when the backend has it (one head forward per chain step for all
+ * of them), else one draft call each; the drafts are written right after the pending token. A stream the
+ * head gave nothing gets the drafter's; then its segment gets its real row count. Drafts are proposals, so
+ * the reply is the same whichever way they came. */
+static void head_drafts(weft_engine *e, int nq) {
+    const weft_backend_ops *ops = e->be->ops;
+    if (nq > 1 && ops->draft_many) {
+        weft_err err = {0};
+        if (ops->draft_many(e->be->self, e->dreq, nq, &err) != WEFT_OK)
+            for (int i = 0; i < nq; i++) head_one(e, &e->dreq[i]); /* names the stream that fails */
+    } else {
+        for (int i = 0; i < nq; i++) head_one(e, &e->dreq[i]);
+    }
+    for (int i = 0; i < nq; i++) {
+        const weft_draft_req *q = &e->dreq[i];
+        lane *l = &e->lanes[q->slot];
+        int n = l->head_n < q->max_n ? l->head_n : q->max_n;
+        for (int k = 0; k < n; k++)
+            if (q->out[k] < 0 || q->out[k] >= e->be->vocab_size) n = k;
+        if (n <= 0 && e->has_drafter) n = propose_drafts(e, q->slot, l, l->head_depth);
+        l->n_draft = n > 0 ? n : 0;
+        weft_segment *s = &e->segs[e->dseg[i]];
+        s->n_rows = s->n_draw = l->seg_rows = 1 + l->n_draft;
+    }
+}
+
+/* Plans this round's segments. Returns how many. A window that drafts from the head reserves 1 + depth rows
+ * of the budget (its drafts come after the planning, all streams' at once); it may use fewer. */
 static int plan_round(weft_engine *e) {
-    int n = order_lanes(e), n_segs = 0, budget = e->max_rows;
+    int n = order_lanes(e), n_segs = 0, budget = e->max_rows, nq = 0;
     for (int k = 0; k < n && budget > 0; k++) {
         int slot = e->order[k];
         lane *l = &e->lanes[slot];
@@ -188,6 +207,7 @@ static int plan_round(weft_engine *e) {
         s->draws = l->draws;
         s->logprobs = r->lp ? l->lp : NULL;
         l->n_draft = 0;
+        l->head_depth = 0;
         if (l->n_gen == 0) {
             int left = r->n_prompt - l->cache_len;
             int rows = left < e->prefill_chunk ? left : e->prefill_chunk;
@@ -203,7 +223,20 @@ static int plan_round(weft_engine *e) {
             if (max_n > budget - 1) max_n = budget - 1;
             if ((e->has_drafter || e->max_model_draft > 0) && r->draft && max_n > 0) {
                 int depth = lanes_depth_choose(&l->depth, max_n, e->row_cost);
-                if (depth > 0) l->n_draft = draft_window(e, slot, l, depth);
+                if (depth > 0 && e->max_model_draft > 0 && !l->head_failed) {
+                    l->head_depth = l->n_draft = depth; /* reserved; head_drafts sets the real count */
+                    l->head_n = 0;
+                    e->dseg[nq] = n_segs - 1;
+                    e->dreq[nq++] =
+                        (weft_draft_req){.slot = slot,
+                                         .seq = r->seq,
+                                         .n_tokens = l->cache_len + 1,
+                                         .max_n = depth < e->max_model_draft ? depth : e->max_model_draft,
+                                         .out = r->seq + l->cache_len + 1,
+                                         .n_out = &l->head_n};
+                } else if (depth > 0 && e->has_drafter) {
+                    l->n_draft = propose_drafts(e, slot, l, depth);
+                }
             }
             s->n_rows = 1 + l->n_draft;
             s->n_draw = s->n_rows;
@@ -212,6 +245,7 @@ static int plan_round(weft_engine *e) {
         l->last_served = e->round_no + 1;
         budget -= s->n_rows;
     }
+    if (nq > 0) head_drafts(e, nq);
     return n_segs;
 }
 
