@@ -1,4 +1,5 @@
 /* weft info MODEL: family, format, quantization, context, weights bytes, memory estimate (SPEC §2). */
+#include "families/mtp.h"
 #include "load.h"
 
 #include <stdio.h>
@@ -23,9 +24,17 @@ int cmd_info(const cli_options *o) {
     printf("context        %d\n", ctx);
     printf("tokenizer      %s\n", m->tokenizer ? "yes" : "none (token-id prompts only)");
     printf("chat template  %s\n", m->chat_template ? "yes" : "none");
-    if (c->mtp_num_hidden_layers > 0)
-        printf("draft head     MTP, %lld layer(s)%s%s\n", (long long)c->mtp_num_hidden_layers,
+    /* as the families decide (qwen3_5_mtp.c, nemotron_h_mtp.c): `mtp.*` tensors and the config's head layer
+     * count (Qwen3.5 mtp_num_hidden_layers, Nemotron-H num_nextn_predict_layers), or any count for an MLX
+     * checkpoint, whose conversion drops it and whose head comes from an mtp*.safetensors sidecar */
+    int64_t mtp_layers =
+        c->mtp_num_hidden_layers > 0 ? c->mtp_num_hidden_layers : c->num_nextn_predict_layers;
+    bool mtp = weft_mtp_present(m->tensors) && (mtp_layers > 0 || m->format == WEFT_FORMAT_MLX);
+    if (mtp && mtp_layers > 0)
+        printf("draft head     MTP, %lld layer(s)%s%s\n", (long long)mtp_layers,
                m->mtp_path ? ", from " : " in the checkpoint", m->mtp_path ? m->mtp_path : "");
+    else if (mtp)
+        printf("draft head     MTP, from the checkpoint directory's safetensors (MLX)\n");
     else
         printf("draft head     none (copy drafts)\n");
     printf("memory         weights %.2f MiB + KV cache %.2f MiB per stream at context %d (fp32)\n",

@@ -529,7 +529,9 @@ weft_status weft_gguf_open_memory(const void *data, size_t len, weft_gguf **out,
 
 weft_status weft_gguf_open_file(const char *path, weft_gguf **out, weft_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO under this name would block open() until a writer came; it is refused below as
+     * not a regular file (no effect on regular files) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return weft_err_set(err, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {

@@ -197,7 +197,9 @@ done:
 }
 
 weft_status weft_safetensors_load_file(const char *path, weft_tensor_set *set, bool *is_mlx, weft_err *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO under this name would block open() until a writer came; it is refused below as
+     * not a regular file (no effect on regular files) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return weft_err_set(err, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
