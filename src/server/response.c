@@ -57,7 +57,7 @@ json_t *srv_weft_json(const srv_gen *g, int only_choice) {
         for (int i = 0; i < g->n_ch; i++) {
             json_t *o = json_object();
             json_object_set_new(o, "index", json_integer(i));
-            choice_fields(g, &g->ch[i], o, false);
+            choice_fields(g, &g->ch[i], o, true); /* each choice its own rounds, drafts, times */
             json_array_append_new(a, o);
         }
         json_object_set_new(w, "choices", a);

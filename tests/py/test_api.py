@@ -88,6 +88,11 @@ def test_n_choices(client):
     assert [c["index"] for c in j["choices"]] == [0, 1, 2]
     assert j["usage"]["completion_tokens"] == 24
     assert [c["seed"] for c in j["weft"]["choices"]] == [7, 8, 9]
+    # each choice carries its own engine statistics; the top level is choice 0's (SPEC §3)
+    for c in j["weft"]["choices"]:
+        assert c["rounds"] >= 1 and 0 <= c["accepted"] <= c["drafted"], c
+    assert {k: j["weft"][k] for k in ("rounds", "drafted", "accepted")} == {
+        k: j["weft"]["choices"][0][k] for k in ("rounds", "drafted", "accepted")}
     ev = sse_events(client.post("/completions", json={**body, "stream": True}))
     fins = [c["index"] for e in ev if isinstance(e, dict) for c in e["choices"] if c.get("finish_reason")]
     assert sorted(fins) == [0, 1, 2]
