@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -50,6 +51,7 @@ void weft_console_write(weft_console *c, const char *s, size_t n);
 
 /* weft_console_write of a formatted line (cut at 1024 bytes). */
 void weft_console_printf(weft_console *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void weft_console_vprintf(weft_console *c, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Replaces the status text (ASCII, no newline; cut at WEFT_CONSOLE_STATUS_MAX - 1 bytes) and redraws it in
  * place: "\r" text "\033[K". A no-op unless the console is live. The caller keeps the text narrower than

@@ -386,7 +386,7 @@ int32_t weft_sampler_draw(weft_sampler *s, const weft_sampling *p, int64_t pos, 
     /* (d) step 8 in id order. The best (first of the order, always kept) goes first so that skipping bites
      * from the start. The top_p boundary ties kept are the first eq_left by id: those before eq_end. */
     size_t eq_end = 0;
-    for (size_t i = 0, seen = 0; eq_left && i < n; i++)
+    for (size_t i = 0, seen = 0; eq_left && !eq_end && i < n; i++)
         if ((uint32_t)(s->cand[i] >> 32) == kcut && ++seen == eq_left) eq_end = i + 1;
     const uint64_t base = key_base(p->seed, pos);
     draw_args d = {s,

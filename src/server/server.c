@@ -81,19 +81,18 @@ weft_status weft_server_create(const weft_server_config *cfg, weft_server **out,
 }
 
 void srv_log(weft_server *srv, const char *fmt, ...) {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
     if (srv->cfg.console) {
-        weft_console_write(srv->cfg.console, line, len);
+        weft_console_vprintf(srv->cfg.console, fmt, ap);
     } else {
-        fwrite(line, 1, len, stderr);
-        if (!len || line[len - 1] != '\n') fputc('\n', stderr);
+        /* Callers pass one line without its newline; the lock keeps the two together across threads. */
+        flockfile(stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        funlockfile(stderr);
     }
+    va_end(ap);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {

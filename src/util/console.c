@@ -48,15 +48,19 @@ void weft_console_write(weft_console *c, const char *s, size_t n) {
     pthread_mutex_unlock(&c->mu);
 }
 
-void weft_console_printf(weft_console *c, const char *fmt, ...) {
+void weft_console_vprintf(weft_console *c, const char *fmt, va_list ap) {
     char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
     if (n < 0) return;
     size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
     weft_console_write(c, line, len);
+}
+
+void weft_console_printf(weft_console *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    weft_console_vprintf(c, fmt, ap);
+    va_end(ap);
 }
 
 void weft_console_status(weft_console *c, const char *text) {

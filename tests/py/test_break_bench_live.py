@@ -43,6 +43,17 @@ def table_row(stdout):
     return [c.strip() for c in rows[0].strip("|").split("|")]
 
 
+def wait_healthy(base, timeout=60):
+    """Polls /health until it answers 200 (the model is loaded) or the timeout passes."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+
+
 # ---------------------------------------------------------------- weft bench
 
 
@@ -229,13 +240,7 @@ def test_term_dumb_gets_plain_lines():
     # A TTY without cursor control (Emacs shell buffers, TERM=dumb): "\033[K" would show as text.
     proc, base, buf, t, master = serve_on_pty(["--parallel", "2"], {"TERM": "dumb"})
     try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_healthy(base)
         assert httpx.post(base + "/v1/completions", json={"prompt": "Once", "max_tokens": 20}).status_code == 200
         time.sleep(1.2)  # ticks would have drawn
     finally:
@@ -249,13 +254,7 @@ def test_zero_width_terminal_status_fits_80_columns():
     # line (~120 characters), which wraps on a real terminal so that every redraw leaves a row behind.
     proc, base, buf, t, master = serve_on_pty(["--parallel", "2"], {"COLUMNS": ""}, cols=0)
     try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_healthy(base)
         httpx.post(base + "/v1/completions", json={"prompt": "Once", "max_tokens": 50})
         time.sleep(1.2)
     finally:
@@ -277,13 +276,7 @@ def text_log_server(tmp_path_factory):
     with open(log, "wb") as f:
         proc = subprocess.Popen([WEFT, "serve", "--port", str(port)], stdout=f, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
+    wait_healthy(base)
     yield port, base, log
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 0
@@ -340,13 +333,7 @@ def test_no_tokenizer_top_logprobs_keep_every_alternative():
                             stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_healthy(base)
         r = httpx.post(base + "/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 2, "logprobs": 3})
         assert r.status_code == 200, r.text
         lp = r.json()["choices"][0]["logprobs"]
