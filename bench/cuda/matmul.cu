@@ -218,7 +218,7 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
 // (cold and hot), 4, 16, 256 for both paths.
 void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     Weight W = make_weight(L, N, K, 4242 + (uint64_t)L.mode * 3 + (uint64_t)L.group);
-    const int MAXM = 256;
+    const int MAXM = 512;
     Rng rng(11);
     std::vector<float> x((size_t)MAXM * K), bias(N), y0((size_t)MAXM * N);
     for (auto &v : x) v = rng.uniform();
@@ -232,7 +232,8 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     CK(cudaMalloc(&xq.s, (size_t)MAXM * (K / 32) * sizeof(float)));
     const size_t ny = (size_t)MAXM * N * sizeof(float);
     int bad = 0;
-    for (int M : {1, 2, 3, 4, 5, 7, 16, 17, 33, 256}) {
+    // 64 rows and up run the shared-memory GEMM (gemm_q4.cu): full and partial blocks of 64 rows
+    for (int M : {1, 2, 3, 4, 5, 7, 16, 17, 33, 63, 64, 65, 100, 256, 300}) {
         for (int mode = 0; mode < 3; mode++) { // plain, bias, bias + accumulate
             const float *bp = mode ? db : nullptr;
             const int accu = mode == 2;
@@ -249,11 +250,23 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             bad += !eq;
             EXPECT(eq, "%s %lldx%lld q4x: M=%d mode %d differs from the fp32-activation kernel", L.name,
                    (long long)N, (long long)K, M, mode);
+            // the GEMM at every M, whether or not weft_cu_matmul_q4x would pick it here
+            CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
+            if (!accu) CK(cudaMemset(dy2, 0xff, ny));
+            const cudaError_t ge = weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
+            if (ge != cudaErrorNotSupported) {
+                CK(ge);
+                const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
+                const bool geq = !memcmp(gv.data(), a.data(), (size_t)M * N * sizeof(float));
+                bad += !geq;
+                EXPECT(geq, "%s %lldx%lld GEMM: M=%d mode %d differs from the fp32-activation kernel", L.name,
+                       (long long)N, (long long)K, M, mode);
+            }
         }
     }
     // three-way split (segments at 16-row multiples) == the plain store's slices
-    if (N >= 48) {
-        const int M = 5;
+    for (const int M : {5, 70}) {
+        if (N < 48) break;
         const int64_t e0 = 16 * (N / 48), e1 = 2 * e0;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
         const weft_cu_epi plain = weft_cu_epi_store(dy, N, db, 0, N);
@@ -281,11 +294,10 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             cudaFree(seg[i]);
         }
         bad += !ok;
-        EXPECT(ok, "%s q4x: split epilogue differs from the plain store", L.name);
+        EXPECT(ok, "%s q4x: split epilogue differs from the plain store (M=%d)", L.name, M);
     }
     // SwiGLU epilogue == plain store, de-interleaved, then weft_cu_swiglu
-    {
-        const int M = 7;
+    for (const int M : {7, 70}) {
         const int64_t I = N / 2;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
         const weft_cu_epi plain = weft_cu_epi_store(dy, N, nullptr, 0, N);
@@ -325,7 +337,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             }
         }
         bad += !ok;
-        EXPECT(ok, "%s q4x: SwiGLU epilogue differs from matmul + weft_cu_swiglu", L.name);
+        EXPECT(ok, "%s q4x: SwiGLU epilogue differs from matmul + weft_cu_swiglu (M=%d)", L.name, M);
         cudaFree(dg);
         cudaFree(du);
     }
@@ -343,6 +355,17 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         const double o16 = time_ms(old_mm(16), 3, 20, flush), n16 = time_ms(new_mm(16), 3, 20, flush);
         const double o256 = time_ms(old_mm(256), 1, 5, flush), n256 = time_ms(new_mm(256), 1, 5, flush);
         const double p1 = time_ms([&] { weft_cu_xq_prep(dx, K, 1, &xq, 0); });
+        // many rows: the GEMM against mma_q4x.cu's own kernel (no_gemm), M = 64 .. 512
+        weft_cu_epi eo = e;
+        eo.gemm = -1;
+        CK(weft_cu_xq_prep(dx, K, MAXM, &xq, 0));
+        printf("\n    many rows, ms (TFLOP/s) q4x kernel / GEMM:");
+        for (const int M : {64, 128, 256, 512}) {
+            const double tk = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, M, &eo, 0); }, 1, 5, flush);
+            const double tg = time_ms([&] { weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0); }, 1, 5, flush);
+            const double f = 2.0 * M * N * K / 1e9;
+            printf(" M=%d %.3f (%.1f) / %.3f (%.1f)", M, tk, f / tk, tg, f / tg);
+        }
         // back to back (as inside a CUDA graph): 24 launches rotating over copies of the weight that
         // together exceed the L2, so every launch reads its weight from HBM and the launch cost is amortised
         const int ncopy = (int)std::min<size_t>(16, (size_t)(256 << 20) / W.w.bytes + 2);
@@ -405,6 +428,26 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t N = 14336, K = 4096;
+    if (argc == 5 &&
+        !strcmp(argv[1], "gemm")) { // bench_cuda_matmul gemm N K M: the GEMM alone, for a profiler
+        N = atoll(argv[2]);
+        K = atoll(argv[3]);
+        const int M = atoi(argv[4]);
+        const Layout &L = kLayouts[8]; // Q4_0-mma
+        Weight W = make_weight(L, N, K, 7);
+        weft_cu_xq xq{nullptr, nullptr, K};
+        float *dy = nullptr;
+        CK(cudaMalloc(&xq.f, (size_t)M * K * sizeof(uint32_t)));
+        CK(cudaMalloc(&xq.s, (size_t)M * (K / 32) * sizeof(float)));
+        CK(cudaMalloc(&dy, (size_t)M * N * sizeof(float)));
+        CK(cudaMemset(xq.f, 0x3c, (size_t)M * K * sizeof(uint32_t)));
+        weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
+        for (int r = 0; r < 3; r++) CK(weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0));
+        CK(cudaDeviceSynchronize());
+        printf("%s gemm %lldx%lld M=%d: %.3f ms\n", L.name, (long long)N, (long long)K, M,
+               time_ms([&] { weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0); }, 1, 5));
+        return 0;
+    }
     if (argc == 3) {
         N = atoll(argv[1]);
         K = atoll(argv[2]);

@@ -7,7 +7,9 @@
 # the first 128,256 ids, a consistent BPE), and either llama.tar.xz (a llama.cpp CUDA build brought back by an
 # earlier run) or llamacpp-src.tar.xz (the unslothai/llama.cpp snapshot's source, built here for sm_90a in the
 # background while weft runs: ~6 min on 13 cores).
-# Parts (WEFT_SBS): weft = `weft bench` in-process (prefill 512/2k/8k, batch-1 decode, 4/16/64 streams);
+# Parts (WEFT_SBS): pp = prefill 512/2k/8k with and without the many-row GEMM (WEFT_PP_MASKS: timing knobs);
+# matmul / attn = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz in carry/); gemmncu =
+# profiler sections of the GEMM; weft = `weft bench` in-process (prefill 512/2k/8k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -66,6 +68,22 @@ if has test; then
     fi
 fi
 
+if has matmul; then # the kernel harness: every 4-bit layout, M in {1..300} bit-identical to the fp32 kernel
+    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    run matmul 150 env WEFT_MATMUL_QUICK=1 /tmp/w/bench_cuda_matmul
+fi
+if has attn; then # the attention harness: tiles == per-row kernel bit for bit, prefill / decode timings
+    xz -dc "$C/bench_cuda_attention.xz" >/tmp/w/bench_cuda_attention && chmod +x /tmp/w/bench_cuda_attention
+    run attn 120 /tmp/w/bench_cuda_attention
+fi
+if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512 rows)
+    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    run gemmncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+        --section LaunchStats -k regex:gemm_q4 --launch-skip 3 --launch-count 1 \
+        /tmp/w/bench_cuda_matmul gemm 14336 4096 512
+fi
+
 W="taskset -c 0-2 /tmp/w/weft bench $M --backend cuda"
 W0=$W
 # WEFT_EVENTS=1: the weft part also prints device time vs wall time per forward (WEFT_CU_T_EVENTS)
@@ -84,6 +102,14 @@ fi
 if has twice; then
     for mask in ${WEFT_TWICE_MASKS:-0 1 2 4 8 240}; do
         run "twice_$mask" 60 env WEFT_CUDA_TIMING_TWICE=$mask $W0 --prompt-len 512 --gen-len 96 --repeat 2
+    done
+fi
+if has pp; then # prefill with the many-row GEMM and without it (WEFT_CU_T_NO_GEMM = 1024), same call
+    for n in ${WEFT_PP_LENS:-512 2048 8192}; do
+        for mask in ${WEFT_PP_MASKS:-0 1024}; do
+            run "pp${n}_$mask" 90 env WEFT_CUDA_TIMING_TWICE=$mask $W0 --prompt-len $n --gen-len 2 --repeat 2 \
+                --chunk ${WEFT_PP_CHUNK:-512}
+        done
     done
 fi
 if has weft; then
@@ -160,10 +186,6 @@ if has lcpp; then
         [ -f "$C/llama.tar.xz" ] || [ -z "${OUT-}" ] ||
             (cd $LC/build && tar -cf - bin | xz -T8 -6 | split -b 15m - "$OUT/llama.tar.xz.")
     fi
-fi
-if has matmul && [ $((SECONDS - T0)) -lt ${MATMUL_BEFORE:-450} ]; then # the kernel harness: every 4-bit layout, M in {1..256} bit-identical to the fp32 kernel
-    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
-    run matmul 150 env WEFT_MATMUL_QUICK=1 /tmp/w/bench_cuda_matmul
 fi
 if has b32w && [ $((SECONDS - T0)) -lt ${B32_BEFORE:-430} ]; then # weft alone on the 32B dense shape
     rm -f $M

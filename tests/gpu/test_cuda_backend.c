@@ -196,7 +196,7 @@ static void test_fixture(const char *name) {
     const int64_t V = f.cfg.vocab_size;
     size_t free0 = 0, total = 0;
     cudaMemGetInfo(&free0, &total);
-    weft_cuda_backend_opts o = {0, NS + 2, 64, CAP, 0, false};
+    weft_cuda_backend_opts o = {0, NS + 2, 3 * CAP, CAP, 0, false};
     weft_backend be;
     weft_err err = {0};
     if (weft_cuda_backend_new(&f.cfg, f.ts, &o, &be, &err) != WEFT_OK) {
@@ -282,6 +282,23 @@ static void test_fixture(const char *name) {
     bool chunks_eq = !memcmp(whole, other, (size_t)T * V * sizeof(float));
     CHECK_MSG(chunks_eq, "%s: interleaved chunks differ from the whole call", name);
 
+    /* 3b. three streams' whole sequences in one call (3·T rows: the 4-bit matmuls' many-row GEMM) == whole */
+    bool many_eq = false;
+    {
+        int32_t d4[CAP], d5[CAP], d6[CAP];
+        for (int s = 4; s < 7; s++) open_slot(&be, s);
+        weft_segment segs[3] = {{4, 0, T, f.ids, 0, T, &greedy, d4, NULL},
+                                {5, 0, T, shifted, 0, T, &greedy, d5, NULL},
+                                {6, 0, T, f.ids, 0, T, &greedy, d6, NULL}};
+        CHECK_MSG(be.ops->forward(be.self, segs, 3, &err) == WEFT_OK, "%s", err.msg);
+        int n = 0;
+        const float *z = weft_cuda_backend_last_logits(&be, &n);
+        many_eq = n == 3 * T && !memcmp(whole, z, (size_t)T * V * sizeof(float)) &&
+                  !memcmp(whole, z + (int64_t)2 * T * V, (size_t)T * V * sizeof(float));
+        CHECK_MSG(many_eq, "%s: a %d-row call differs from the whole call", name, 3 * T);
+        for (int s = 4; s < 7; s++) be.ops->release(be.self, s);
+    }
+
     /* 4. caches equal (snapshots of slots 0 and 1 at T); 5. restore at P, feed the rest == whole */
     size_t sb = be.ops->snapshot_bytes(be.self, T);
     char *s0 = malloc(sb), *s1 = malloc(sb);
@@ -342,11 +359,11 @@ static void test_fixture(const char *name) {
               free0 - free1);
     fprintf(stderr,
             "  %-18s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s baseline=%s steps=%s chunks=%s "
-            "caches=%s resumed=%s 16conc=%s drafted=%s  %s\n",
+            "many=%s caches=%s resumed=%s 16conc=%s drafted=%s  %s\n",
             name, (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE",
-            base_eq ? "eq" : "NE", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE", caches_eq ? "eq" : "NE",
-            resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq", draft_bad ? "NE" : "eq",
-            check_failures_ == fails0 ? "PASS" : "FAIL");
+            base_eq ? "eq" : "NE", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE", many_eq ? "eq" : "NE",
+            caches_eq ? "eq" : "NE", resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq",
+            draft_bad ? "NE" : "eq", check_failures_ == fails0 ? "PASS" : "FAIL");
     free(whole);
     free(other);
     free_fixture(&f);

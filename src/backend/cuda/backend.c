@@ -349,8 +349,9 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     b->V = cfg->vocab_size;
     b->L = cfg->n_layers;
     b->eps = (float)cfg->rms_norm_eps;
+    b->attn_rh = (b->twice & WEFT_CU_T_ATTN_RH8) ? 8 : 4;
     b->tile_rows = !b->baseline && weft_cu_attention_tiles_ok((int)b->Hq, (int)b->Hkv, (int)b->d)
-                       ? weft_cu_attention_tile_rows((int)b->Hq, (int)b->Hkv)
+                       ? weft_cu_attention_tile_rows((int)b->Hq, (int)b->Hkv, b->attn_rh)
                        : 0;
     b->xq_k = b->H > b->Hq * b->d ? b->H : b->Hq * b->d;
     if (b->I > b->xq_k) b->xq_k = b->I;

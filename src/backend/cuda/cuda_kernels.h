@@ -116,6 +116,9 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_RQ4): 5..16 rows as 4 activation quads per block (session 3's
      * kernel) instead of one quad per block; the same bits */
     int quads4;
+    /* timing experiments only, the same bits: 0 = the GEMM where it pays (weft_cu_gemm_q4x), -1 = never
+     * (WEFT_CU_T_NO_GEMM) */
+    int gemm;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
 
@@ -124,6 +127,21 @@ weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accu
  * bit by bench_cuda_matmul and the fixtures' baseline comparison), with the epilogue above. */
 cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                                cudaStream_t stream);
+
+/* weft_cu_matmul_q4x hands the product to weft_cu_gemm_q4x from WEFT_CU_GEMM_MIN_ROWS rows when the GEMM's
+ * grid has at least WEFT_CU_GEMM_MIN_BLOCKS blocks (smaller grids leave most of an H200 idle; measured in
+ * bench/NOTES.md). Shapes only decide it, and both kernels give the same bits. */
+#define WEFT_CU_GEMM_MIN_ROWS   64
+#define WEFT_CU_GEMM_MIN_BLOCKS 96
+
+/* The same product (the same bits, the same epilogues) for many rows (gemm_q4.cu): blocks of 128 weight rows
+ * x 64 activation rows staged through shared memory. Returns cudaErrorNotSupported for layouts it does not
+ * take (a K block with a single 2-byte scale); weft_cu_matmul_q4x then runs its own kernel. */
+cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
+                             cudaStream_t stream);
+/* Warps per tile of the 4-bit matmuls = K slots of the defined reduction order: a function of the weight
+ * shape alone (8 when K blocks hold 4 sub-blocks and the weight has fewer than 528 tiles, else 4). */
+int weft_cu_q4_kw(int64_t rows, int64_t cols);
 
 /* ids[r] = argmax of row sel[r] of logits [*, V] (NaN counts as −inf; ties to the lowest id; a row of −inf
  * gives 0): SPEC §5.1 step 3, exactly what weft_sample returns at temperature 0 with no bias or penalties.
@@ -182,14 +200,15 @@ typedef struct weft_cu_tile {
 } weft_cu_tile;
 
 /* The same attention (the same bits for every row as weft_cu_attention) for rows grouped in tiles, each
- * tile's rows sharing the loads of every key block (attention_flash.cu): one block per (tile, kv head).
- * Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (64 % (Hq/Hkv) == 0, d % 4 == 0, d <= 128) and tiles of at
- * most weft_cu_attention_tile_rows(Hq, Hkv) rows; tiles: device memory [n_tiles]. No scratch. */
+ * tile's rows sharing the loads of every key block (attention_flash.cu): one block per (tile, kv head), rh
+ * (8 or 4) row-heads per warp. Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (32 % (Hq/Hkv) == 0, d % 4 == 0,
+ * d <= 128) and tiles of at most weft_cu_attention_tile_rows(Hq, Hkv, rh) rows; tiles: device memory
+ * [n_tiles]. No scratch. */
 int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d);
-int weft_cu_attention_tile_rows(int Hq, int Hkv);
+int weft_cu_attention_tile_rows(int Hq, int Hkv, int rh);
 cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows,
                                     const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
-                                    float scale, cudaStream_t stream);
+                                    float scale, int rh, cudaStream_t stream);
 
 /* g[i] = silu(g[i])·u[i] = g/(1 + exp(−g))·u for i < n. */
 cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream);

@@ -67,6 +67,11 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
     return WEFT_OK;
 }
 
+/* weft_cu_epi.gemm from the timing knobs (WEFT_CUDA_TIMING_TWICE bit NO_GEMM). */
+static int cu_gemm_knob(const cu_backend *b) {
+    return (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : 0;
+}
+
 /* The prepared-activation buffers for inputs of K elements: buffer 1 for the down projection (written by the
  * gate/up epilogue while that matmul still reads buffer 0), buffer 0 for every other matmul. */
 static weft_cu_xq xq_of(const cu_backend *b, int64_t K) {
@@ -90,6 +95,7 @@ static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, in
         const weft_cu_xq xq = X == b->g ? xq_down(b) : xq_of(b, w->cols);
         weft_cu_epi e = weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows);
         e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
+        e.gemm = cu_gemm_knob(b);
         LAUNCH(weft_cu_matmul_q4x(w, &xq, n, &e, b->stream), what);
         return WEFT_OK;
     }
@@ -147,7 +153,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .ld = {qd, kvd, kvd},
                                    .end = {qd, qd + kvd, qd + 2 * kvd},
                                    .bias = {ly->bq, ly->bk, ly->bv},
-                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0};
+                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0,
+                                   .gemm = cu_gemm_knob(b)};
             STAGE(WEFT_CU_T_QKV, LAUNCH(weft_cu_matmul_q4x(&ly->wqkv, &xq, n, &e, st), "qkv projection"));
         } else {
             STEP(mm(b, &ly->wq, b->xb, H, n, b->q, qd, ly->bq, 0, "q projection", err));
@@ -166,7 +173,7 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         if (b->n_tiles > 0) {
             STAGE(WEFT_CU_T_ATTN,
                   LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, b->d_tiles, b->n_tiles, (int)b->Hq,
-                                                 (int)b->Hkv, (int)d, (int)l, scale, st),
+                                                 (int)b->Hkv, (int)d, (int)l, scale, b->attn_rh, st),
                          "attention"));
         } else {
             STAGE(WEFT_CU_T_ATTN,
@@ -188,7 +195,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .ld = {I, I, I},
                                    .xf = down_words ? xq_down(b).f : NULL,
                                    .xf_nsub = I / 32,
-                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0};
+                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0,
+                                   .gemm = cu_gemm_knob(b)};
             STAGE(WEFT_CU_T_GU, LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection"));
         } else {
             STEP(mm(b, &ly->wg, b->xb, H, n, b->g, I, NULL, 0, "gate projection", err));

@@ -19,41 +19,6 @@
 
 namespace {
 
-// One weight row's scales (or biases) of one K block: GPB consecutive values, aligned to their total size
-// (the row's values for block kb start at element row·ng + kb·GPB, and ng is a multiple of GPB).
-template <int SDT, int GPB> struct SRaw {
-    static constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2, BYTES = GPB * SSZ,
-                         N = BYTES >= 4 ? BYTES / 4 : 1;
-    uint32_t r[N];
-    __device__ __forceinline__ void load(const void *base, int64_t idx) {
-        const char *p = static_cast<const char *>(base) + idx * SSZ;
-        if constexpr (BYTES == 2) {
-            r[0] = __ldg(reinterpret_cast<const unsigned short *>(p));
-        } else if constexpr (BYTES == 4) {
-            r[0] = __ldg(reinterpret_cast<const unsigned int *>(p));
-        } else if constexpr (BYTES == 8) {
-            const uint2 v = __ldg(reinterpret_cast<const uint2 *>(p));
-            r[0] = v.x;
-            r[1] = v.y;
-        } else {
-            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
-            r[0] = v.x;
-            r[1] = v.y;
-            r[2] = v.z;
-            r[3] = v.w;
-        }
-    }
-    // Value gi of the block (the same conversion as ld_scale).
-    __device__ __forceinline__ float get(int gi) const {
-        if constexpr (SSZ == 4) {
-            return __uint_as_float(r[gi]);
-        } else {
-            const uint32_t h = (r[gi >> 1] >> (16 * (gi & 1))) & 0xffffu;
-            return SDT == WEFT_CU_S_F16 ? f16_bits(h) : bf16_bits(h);
-        }
-    }
-};
-
 // The loads of one K block of one tile for one lane: its words of rows g and g + 8 (SB sub-blocks each) and
 // the two rows' scales (and biases).
 template <int MODE, int SDT, int SB, int GPB> struct Stage {
@@ -254,39 +219,7 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
             v0 = __fadd_rn(v0, red[((w2 - 1) * RQ + q) * 64 + lane]);
             v1 = __fadd_rn(v1, red[((w2 - 1) * RQ + q) * 64 + 32 + lane]);
         }
-        const int i = row0 + 4 * q + t;
-        if (epi.mode == WEFT_CU_EPI_SWIGLU) {
-            const float out = v0 / (1.0f + expf(-v0)) * v1;
-            if (i < M) epi.y[0][(int64_t)i * epi.ld[0] + tile * 8 + g] = out;
-            if (epi.xf) { // outputs 8·tile .. 8·tile+7 of row i are chunk t' = tile % 4 of sub-block tile / 4
-                const int jw = g & 3, p = g >> 2;
-                const float a = __shfl_sync(0xffffffffu, out, 4 * jw + t);
-                const float b = __shfl_sync(0xffffffffu, out, 4 * (jw + 4) + t);
-                const uint32_t word = q4_xfrag(a, b, (float)p);
-                if (i < M)
-                    epi.xf[((int64_t)i * epi.xf_nsub + tile / 4) * 32 + p * 16 + 4 * (tile % 4) + jw] = word;
-            }
-            continue;
-        }
-        if (i >= M) continue;
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int64_t o = tile * 16 + g + 8 * r;
-            float *y;
-            const float *bias;
-            int64_t ld, oo;
-            if (o < epi.end[0]) {
-                y = epi.y[0], bias = epi.bias[0], ld = epi.ld[0], oo = o;
-            } else if (o < epi.end[1]) {
-                y = epi.y[1], bias = epi.bias[1], ld = epi.ld[1], oo = o - epi.end[0];
-            } else {
-                y = epi.y[2], bias = epi.bias[2], ld = epi.ld[2], oo = o - epi.end[1];
-            }
-            float val = r ? v1 : v0;
-            if (bias) val = __fadd_rn(val, bias[oo]);
-            float *dst = y + (int64_t)i * ld + oo;
-            *dst = epi.accumulate ? __fadd_rn(*dst, val) : val;
-        }
+        q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, v0, v1);
     }
 }
 
@@ -331,7 +264,7 @@ template <int MODE, int SDT, int SB, int GPB>
 cudaError_t launch_rq(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, cudaStream_t st) {
     const bool rq4 = epi.quads4 != 0;
     // Warps per tile: the weight shape alone, exactly as mma_q4.cu picks them (the order of the warps' sums).
-    const int KW = SB == 4 && d.rows / 16 < 528 ? 8 : 4;
+    const int KW = weft_cu_q4_kw(d.rows, d.cols);
     // Up to 16 rows: one quad per block, the quads of a tile in consecutive blocks (its weights come from L2
     // after the first); measured faster than 4 quads per block (RQ 4: register-bound, x re-read per tile).
     // quads4 (WEFT_CU_T_RQ4, timing only) keeps the RQ 4 kernel for 5..16 rows. Same bits either way.
@@ -386,6 +319,13 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
         return cudaErrorInvalidValue;
     if (epi->mode == WEFT_CU_EPI_SWIGLU && (w->rows % 16 || epi->accumulate || epi->bias[0]))
         return cudaErrorInvalidValue;
+    // Many rows (prefill chunks): the shared-memory GEMM (gemm_q4.cu), same bits; it refuses the layouts it
+    // does not take (cudaErrorNotSupported) and the kernels here run them.
+    const int64_t gemm_blocks = (w->rows / 16 + 7) / 8 * (((int64_t)M + 63) / 64);
+    if (M >= WEFT_CU_GEMM_MIN_ROWS && gemm_blocks >= WEFT_CU_GEMM_MIN_BLOCKS && epi->gemm >= 0) {
+        const cudaError_t e = weft_cu_gemm_q4x(w, xq, M, epi, stream);
+        if (e != cudaErrorNotSupported) return e;
+    }
     const WDev d = wdev(w);
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
         return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);

@@ -48,6 +48,15 @@ __device__ __forceinline__ void q4_mma(float c[4], uint32_t a0, uint32_t a1, uin
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// q4_mma on a zero accumulator: c = A·B + 0 (what q4_mma computes after c is set to +0.0, without the moves).
+__device__ __forceinline__ void q4_mma0(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
 // One lane's share of a 32-element sub-block for the prepared-activation layout (weft_cu_xq): v = elements
 // 8t .. 8t+7 of the sub-block (t = lane % 4; the sub-block's four lanes are consecutive). Writes the lane's
 // hi and lo words (word j = the pair (v[j], v[j + 4])) to F (16 u32 per part: hi at F[4t..4t+3], lo at
@@ -72,6 +81,80 @@ __device__ __forceinline__ float q4_prep_chunk(const float v[8], uint32_t *F, in
     a = __fadd_rn(a, __shfl_xor_sync(0xffffffffu, a, 1));
     a = __fadd_rn(a, __shfl_xor_sync(0xffffffffu, a, 2));
     return a;
+}
+
+// One weight row's scales (or biases) of one K block: GPB consecutive values, aligned to their total size
+// (the row's values for block kb start at element row·ng + kb·GPB, and ng is a multiple of GPB).
+template <int SDT, int GPB> struct SRaw {
+    static constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2, BYTES = GPB * SSZ,
+                         N = BYTES >= 4 ? BYTES / 4 : 1;
+    uint32_t r[N];
+    __device__ __forceinline__ void load(const void *base, int64_t idx) {
+        const char *p = static_cast<const char *>(base) + idx * SSZ;
+        if constexpr (BYTES == 2) {
+            r[0] = __ldg(reinterpret_cast<const unsigned short *>(p));
+        } else if constexpr (BYTES == 4) {
+            r[0] = __ldg(reinterpret_cast<const unsigned int *>(p));
+        } else if constexpr (BYTES == 8) {
+            const uint2 v = __ldg(reinterpret_cast<const uint2 *>(p));
+            r[0] = v.x;
+            r[1] = v.y;
+        } else {
+            const uint4 v = __ldg(reinterpret_cast<const uint4 *>(p));
+            r[0] = v.x;
+            r[1] = v.y;
+            r[2] = v.z;
+            r[3] = v.w;
+        }
+    }
+    // Value gi of the block (the same conversion as ld_scale).
+    __device__ __forceinline__ float get(int gi) const {
+        if constexpr (SSZ == 4) {
+            return __uint_as_float(r[gi]);
+        } else {
+            const uint32_t h = (r[gi >> 1] >> (16 * (gi & 1))) & 0xffffu;
+            return SDT == WEFT_CU_S_F16 ? f16_bits(h) : bf16_bits(h);
+        }
+    }
+};
+
+// Output of one lane after the warps' sums: v0, v1 = the dot products of weight rows 16·tile + g and 16·tile
+// + g + 8 with activation row i, into epi (cuda_kernels.h's weft_cu_epi). All 32 lanes of the warp call it
+// with the same tile (SwiGLU's prepared words are gathered by shuffles); rows i >= M write nothing.
+__device__ __forceinline__ void q4_epi_store(const weft_cu_epi &epi, int64_t tile, int i, int M, int g, int t,
+                                             float v0, float v1) {
+    if (epi.mode == WEFT_CU_EPI_SWIGLU) {
+        const float out = v0 / (1.0f + expf(-v0)) * v1;
+        if (i < M) epi.y[0][(int64_t)i * epi.ld[0] + tile * 8 + g] = out;
+        if (epi.xf) { // outputs 8·tile .. 8·tile+7 of row i are chunk t' = tile % 4 of sub-block tile / 4
+            const int jw = g & 3, p = g >> 2;
+            const float a = __shfl_sync(0xffffffffu, out, 4 * jw + t);
+            const float b = __shfl_sync(0xffffffffu, out, 4 * (jw + 4) + t);
+            const uint32_t word = q4_xfrag(a, b, (float)p);
+            if (i < M)
+                epi.xf[((int64_t)i * epi.xf_nsub + tile / 4) * 32 + p * 16 + 4 * (tile % 4) + jw] = word;
+        }
+        return;
+    }
+    if (i >= M) return;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int64_t o = tile * 16 + g + 8 * r;
+        float *y;
+        const float *bias;
+        int64_t ld, oo;
+        if (o < epi.end[0]) {
+            y = epi.y[0], bias = epi.bias[0], ld = epi.ld[0], oo = o;
+        } else if (o < epi.end[1]) {
+            y = epi.y[1], bias = epi.bias[1], ld = epi.ld[1], oo = o - epi.end[0];
+        } else {
+            y = epi.y[2], bias = epi.bias[2], ld = epi.ld[2], oo = o - epi.end[1];
+        }
+        float val = r ? v1 : v0;
+        if (bias) val = __fadd_rn(val, bias[oo]);
+        float *dst = y + (int64_t)i * ld + oo;
+        *dst = epi.accumulate ? __fadd_rn(*dst, val) : val;
+    }
 }
 
 #endif
