@@ -76,6 +76,10 @@ if has attn; then # the attention harness: tiles == per-row kernel bit for bit, 
     xz -dc "$C/bench_cuda_attention.xz" >/tmp/w/bench_cuda_attention && chmod +x /tmp/w/bench_cuda_attention
     run attn 120 /tmp/w/bench_cuda_attention
 fi
+if has probe; then # does a wgmma k16 step give mma.sync's bits? (bench/cuda/wgmma_probe.cu)
+    xz -dc "$C/bench_cuda_wgmma_probe.xz" >/tmp/w/probe && chmod +x /tmp/w/probe
+    run probe 60 /tmp/w/probe
+fi
 if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512 rows)
     xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
     run gemmncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \

@@ -209,8 +209,8 @@ __global__ void __launch_bounds__(NTHR, 1)
                             for (int h = 0; h < 2; h++) {
                                 const int r = (2 * wm + m) * 16 + g + 8 * h;
                                 sc[m][h] = S.scale(S.s[r], gi);
-                                if (MODE == WEFT_CU_AFFINE) // b + 8s, one rounding
-                                    bc[m][h] = fmaf(8.0f, sc[m][h], S.scale(S.b[r], gi));
+                                if (MODE == WEFT_CU_AFFINE)
+                                    bc[m][h] = q4_affine_b(sc[m][h], S.scale(S.b[r], gi));
                             }
                         }
                     }
@@ -225,22 +225,10 @@ __global__ void __launch_bounds__(NTHR, 1)
                         }
 #pragma unroll
                         for (int m = 0; m < 2; m++) {
-                            float *c = C[m][q];
-                            if (first) // the group's sums start from +0.0
-                                q4_mma0(c, P[m][0][0], P[m][1][0], P[m][0][1], P[m][1][1], xv.x, xv.y);
-                            else
-                                q4_mma(c, P[m][0][0], P[m][1][0], P[m][0][1], P[m][1][1], xv.x, xv.y);
-                            q4_mma(c, P[m][0][2], P[m][1][2], P[m][0][3], P[m][1][3], xv.z, xv.w);
-                            if (last) {
-                                const float pg = __fadd_rn(c[0], c[1]), ph = __fadd_rn(c[2], c[3]);
-                                if (MODE == WEFT_CU_AFFINE) {
-                                    acc[m][q][0] = fmaf(sc[m][0], pg, fmaf(bc[m][0], sxg[q], acc[m][q][0]));
-                                    acc[m][q][1] = fmaf(sc[m][1], ph, fmaf(bc[m][1], sxg[q], acc[m][q][1]));
-                                } else {
-                                    acc[m][q][0] = fmaf(sc[m][0], pg, acc[m][q][0]);
-                                    acc[m][q][1] = fmaf(sc[m][1], ph, acc[m][q][1]);
-                                }
-                            }
+                            q4_mma_sub(C[m][q], P[m][0], P[m][1], xv, first);
+                            if (last)
+                                q4_fold<MODE>(acc[m][q], C[m][q], sc[m][0], sc[m][1], bc[m][0], bc[m][1],
+                                              sxg[q]);
                         }
                     }
                 }

@@ -106,9 +106,9 @@ __global__ void __launch_bounds__(KW * 32)
                 const int64_t G = e0 >> w.gshift;
                 sg = ld_scale<SDT>(w.s, og * ng + G);
                 sh = ld_scale<SDT>(w.s, (og + 8) * ng + G);
-                if (MODE == WEFT_CU_AFFINE) { // b + 8s, one rounding
-                    bg = fmaf(8.0f, sg, ld_scale<SDT>(w.b, og * ng + G));
-                    bh = fmaf(8.0f, sh, ld_scale<SDT>(w.b, (og + 8) * ng + G));
+                if (MODE == WEFT_CU_AFFINE) {
+                    bg = q4_affine_b(sg, ld_scale<SDT>(w.b, og * ng + G));
+                    bh = q4_affine_b(sh, ld_scale<SDT>(w.b, (og + 8) * ng + G));
                 }
             }
 #pragma unroll
@@ -119,11 +119,9 @@ __global__ void __launch_bounds__(KW * 32)
                     xa = xp[0];
                     xb = xp[1];
                 }
-                if (first) C[q][0] = C[q][1] = C[q][2] = C[q][3] = 0.0f;
-                // k (2t, 2t+1) <-> elements (8t + 2s, 8t + 2s + 4); k (2t+8, 2t+9) <-> (8t + 2s + 1, 8t + 2s
-                // + 5)
-                q4_mma(C[q], Pg[0], Ph[0], Pg[1], Ph[1], q4_xfrag(xa.x, xb.x, pm), q4_xfrag(xa.y, xb.y, pm));
-                q4_mma(C[q], Pg[2], Ph[2], Pg[3], Ph[3], q4_xfrag(xa.z, xb.z, pm), q4_xfrag(xa.w, xb.w, pm));
+                const uint4 xv = make_uint4(q4_xfrag(xa.x, xb.x, pm), q4_xfrag(xa.y, xb.y, pm),
+                                            q4_xfrag(xa.z, xb.z, pm), q4_xfrag(xa.w, xb.w, pm));
+                q4_mma_sub(C[q], Pg, Ph, xv, first);
                 if (MODE == WEFT_CU_AFFINE) {
                     float ls = __fadd_rn(__fadd_rn(__fadd_rn(xa.x, xa.y), xa.z), xa.w);
                     ls = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(ls, xb.x), xb.y), xb.z), xb.w);
@@ -132,16 +130,7 @@ __global__ void __launch_bounds__(KW * 32)
                     ls = __shfl_sync(0xffffffffu, ls, 8 * t); // column 2t: activation row 4q + t
                     sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
                 }
-                if (last) {
-                    const float pg = __fadd_rn(C[q][0], C[q][1]), ph = __fadd_rn(C[q][2], C[q][3]);
-                    if (MODE == WEFT_CU_AFFINE) {
-                        acc[q][0] = fmaf(sg, pg, fmaf(bg, sxg[q], acc[q][0]));
-                        acc[q][1] = fmaf(sh, ph, fmaf(bh, sxg[q], acc[q][1]));
-                    } else {
-                        acc[q][0] = fmaf(sg, pg, acc[q][0]);
-                        acc[q][1] = fmaf(sh, ph, acc[q][1]);
-                    }
-                }
+                if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
             }
         }
         cg = ng1;

@@ -73,9 +73,9 @@ q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float
         if (last) {
             sg = S.sg.get(j / SPB);
             sh = S.sh.get(j / SPB);
-            if (MODE == WEFT_CU_AFFINE) { // b + 8s, one rounding
-                bg = fmaf(8.0f, sg, S.bg.get(j / SPB));
-                bh = fmaf(8.0f, sh, S.bh.get(j / SPB));
+            if (MODE == WEFT_CU_AFFINE) {
+                bg = q4_affine_b(sg, S.bg.get(j / SPB));
+                bh = q4_affine_b(sh, S.bh.get(j / SPB));
             }
         }
         const int64_t u = (int64_t)kb * SB + j;
@@ -92,20 +92,9 @@ q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float
                             : make_uint4(0u, 0u, 0u, 0u);
                 ls = (MODE == WEFT_CU_AFFINE && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
             }
-            if (first) C[q][0] = C[q][1] = C[q][2] = C[q][3] = 0.0f;
-            q4_mma(C[q], Pg[0], Ph[0], Pg[1], Ph[1], xv.x, xv.y);
-            q4_mma(C[q], Pg[2], Ph[2], Pg[3], Ph[3], xv.z, xv.w);
+            q4_mma_sub(C[q], Pg, Ph, xv, first);
             if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
-            if (last) {
-                const float pg = __fadd_rn(C[q][0], C[q][1]), ph = __fadd_rn(C[q][2], C[q][3]);
-                if (MODE == WEFT_CU_AFFINE) {
-                    acc[q][0] = fmaf(sg, pg, fmaf(bg, sxg[q], acc[q][0]));
-                    acc[q][1] = fmaf(sh, ph, fmaf(bh, sxg[q], acc[q][1]));
-                } else {
-                    acc[q][0] = fmaf(sg, pg, acc[q][0]);
-                    acc[q][1] = fmaf(sh, ph, acc[q][1]);
-                }
-            }
+            if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
         }
     }
 }

@@ -57,6 +57,40 @@ __device__ __forceinline__ void q4_mma0(float c[4], uint32_t a0, uint32_t a1, ui
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
+// The two mma of one 32-element sub-block for one activation quad (mma_q4.cu's header): A = the decoded words
+// of rows g (Pg) and g + 8 (Ph), B = the quad's hi/lo words x; k (2t, 2t+1) <-> elements (8t + 2s, 8t + 2s +
+// 4) and k (2t+8, 2t+9) <-> (8t + 2s + 1, 8t + 2s + 5) for mma s. first: the scale group's sums start from
+// +0.0.
+__device__ __forceinline__ void q4_mma_sub(float C[4], const uint32_t Pg[4], const uint32_t Ph[4], uint4 x,
+                                           bool first) {
+    if (first)
+        q4_mma0(C, Pg[0], Ph[0], Pg[1], Ph[1], x.x, x.y);
+    else
+        q4_mma(C, Pg[0], Ph[0], Pg[1], Ph[1], x.x, x.y);
+    q4_mma(C, Pg[2], Ph[2], Pg[3], Ph[3], x.z, x.w);
+}
+
+// The end of a scale group: its hi + lo sums (C[0] + C[1] for row g, C[2] + C[3] for row g + 8) into the
+// lane's two outputs, OFF8: acc = fmaf(s, p, acc); AFFINE: acc = fmaf(s, p, fmaf(b', Σx_G, acc)) with
+// b' = b + 8s (q4_affine_b) and sx = Σx_G (mma_q4.cu's header).
+template <int MODE>
+__device__ __forceinline__ void q4_fold(float acc[2], const float C[4], float sg, float sh, float bg,
+                                        float bh, float sx) {
+    const float pg = __fadd_rn(C[0], C[1]), ph = __fadd_rn(C[2], C[3]);
+    if (MODE == WEFT_CU_AFFINE) {
+        acc[0] = fmaf(sg, pg, fmaf(bg, sx, acc[0]));
+        acc[1] = fmaf(sh, ph, fmaf(bh, sx, acc[1]));
+    } else {
+        acc[0] = fmaf(sg, pg, acc[0]);
+        acc[1] = fmaf(sh, ph, acc[1]);
+    }
+}
+
+// b + 8s in one rounding: the affine group's offset once the nibble's −8 is folded into the weights.
+__device__ __forceinline__ float q4_affine_b(float s, float b) {
+    return fmaf(8.0f, s, b);
+}
+
 // One lane's share of a 32-element sub-block for the prepared-activation layout (weft_cu_xq): v = elements
 // 8t .. 8t+7 of the sub-block (t = lane % 4; the sub-block's four lanes are consecutive). Writes the lane's
 // hi and lo words (word j = the pair (v[j], v[j + 4])) to F (16 u32 per part: hi at F[4t..4t+3], lo at

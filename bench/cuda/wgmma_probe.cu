@@ -1,0 +1,173 @@
+// Probe for the next prefill GEMM: does one wgmma k16 step (m64n8k16, bf16 A from registers, B from shared
+// memory, fp32 accumulators) give the same bits as mma.sync m16n8k16 on the same A, B and accumulator? The
+// 4-bit matmuls define their arithmetic as a sequence of mma.sync steps (mma_q4.cu); a wgmma GEMM may replace
+// them only if every step is bit-identical. Regimes: 0 = small integers (exact: checks the fragment and
+// descriptor layouts against a CPU reference), 1 = random bf16 with spread exponents and a random
+// accumulator, 2 = the matmuls' operands (4-bit integers times bf16 hi or lo parts of activations), chained
+// over 4 steps. Usage: bench_cuda_wgmma_probe (sm_90a only; other devices report "not run").
+#include "common.cuh"
+
+#include <cuda_bf16.h>
+
+namespace {
+
+constexpr int kTrials = 4096, kSteps = 4;
+
+__device__ __forceinline__ void mma16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One block (a warpgroup) per trial. A: [kSteps][64][16] bf16 row-major; B: [kSteps][16][8] bf16 (B[k][n]);
+// C: [64][8] fp32. D1 = mma.sync steps, D2 = wgmma steps (lbo / sbo: descriptor byte offsets to try).
+__global__ void __launch_bounds__(128) probe_kernel(const unsigned short *A, const unsigned short *B,
+                                                    const float *C, float *D1, float *D2, int lbo, int sbo) {
+    __shared__ __align__(128) unsigned short sb[kSteps][256]; // per step: two 8 x 8 core matrices + padding
+    const int trial = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
+              t = lane & 3;
+    const unsigned short *a = A + (size_t)trial * kSteps * 64 * 16, *b = B + (size_t)trial * kSteps * 16 * 8;
+    const float *c = C + (size_t)trial * 64 * 8;
+    for (int i = tid; i < kSteps * 256; i += 128) sb[i / 256][i % 256] = 0;
+    __syncthreads();
+    for (int i = tid; i < kSteps * 128; i += 128) { // B[k][n] -> core matrix k / 8, row n, column k % 8
+        const int s = i / 128, k = (i % 128) / 8, n = i % 8;
+        sb[s][(k / 8) * 64 + n * 8 + k % 8] = b[(size_t)s * 128 + k * 8 + n];
+    }
+    __syncthreads();
+    const int r0 = 16 * warp + g, r1 = r0 + 8;
+    auto pair = [](unsigned short lo, unsigned short hi) { return (uint32_t)lo | ((uint32_t)hi << 16); };
+    float d1[4] = {c[r0 * 8 + 2 * t], c[r0 * 8 + 2 * t + 1], c[r1 * 8 + 2 * t], c[r1 * 8 + 2 * t + 1]};
+    float d2[4] = {d1[0], d1[1], d1[2], d1[3]};
+    for (int s = 0; s < kSteps; s++) {
+        const unsigned short *as = a + (size_t)s * 64 * 16, *bs = b + (size_t)s * 128;
+        const uint32_t af[4] = {pair(as[r0 * 16 + 2 * t], as[r0 * 16 + 2 * t + 1]),
+                                pair(as[r1 * 16 + 2 * t], as[r1 * 16 + 2 * t + 1]),
+                                pair(as[r0 * 16 + 2 * t + 8], as[r0 * 16 + 2 * t + 9]),
+                                pair(as[r1 * 16 + 2 * t + 8], as[r1 * 16 + 2 * t + 9])};
+        const uint32_t b0 = pair(bs[(2 * t) * 8 + g], bs[(2 * t + 1) * 8 + g]),
+                       b1 = pair(bs[(2 * t + 8) * 8 + g], bs[(2 * t + 9) * 8 + g]);
+        mma16816(d1, af, b0, b1);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        const uint64_t addr = (uint64_t)__cvta_generic_to_shared(&sb[s][0]);
+        const uint64_t desc = ((addr >> 4) & 0x3fff) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
+                              ((uint64_t)((sbo >> 4) & 0x3fff) << 32);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+            "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, "
+            "1, 1, 0;\n}"
+            : "+f"(d2[0]), "+f"(d2[1]), "+f"(d2[2]), "+f"(d2[3])
+            : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "l"(desc), "r"(1)
+            : "memory");
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#else
+        (void)lbo;
+        (void)sbo;
+        asm volatile("" ::"l"(&sb[s][0])); // keeps the (unused) copy on targets without wgmma
+        d2[0] = d2[1] = d2[2] = d2[3] = __int_as_float(0x7fc00000);
+#endif
+    }
+    float *o1 = D1 + (size_t)trial * 64 * 8, *o2 = D2 + (size_t)trial * 64 * 8;
+    o1[r0 * 8 + 2 * t] = d1[0], o1[r0 * 8 + 2 * t + 1] = d1[1], o1[r1 * 8 + 2 * t] = d1[2],
+                    o1[r1 * 8 + 2 * t + 1] = d1[3];
+    o2[r0 * 8 + 2 * t] = d2[0], o2[r0 * 8 + 2 * t + 1] = d2[1], o2[r1 * 8 + 2 * t] = d2[2],
+                    o2[r1 * 8 + 2 * t + 1] = d2[3];
+}
+
+unsigned short to_bf16(float f) { // round to nearest even (inputs here are finite)
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+float from_bf16(unsigned short h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+} // namespace
+
+int main() {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major != 9) {
+        printf("wgmma probe: compute capability %d.%d, not run (needs sm_90a)\n", prop.major, prop.minor);
+        return 0;
+    }
+    const size_t na = (size_t)kTrials * kSteps * 64 * 16, nb = (size_t)kTrials * kSteps * 128,
+                 nc = (size_t)kTrials * 64 * 8;
+    std::vector<unsigned short> A(na), B(nb);
+    std::vector<float> C(nc);
+    unsigned short *dA = nullptr, *dB = nullptr;
+    float *dC = nullptr, *d1 = nullptr, *d2 = nullptr;
+    CK(cudaMalloc(&dA, na * 2));
+    CK(cudaMalloc(&dB, nb * 2));
+    CK(cudaMalloc(&dC, nc * 4));
+    CK(cudaMalloc(&d1, nc * 4));
+    CK(cudaMalloc(&d2, nc * 4));
+    Rng rng(2026);
+    const int descs[2][2] = {{128, 256}, {256, 128}}; // (LBO, SBO): core matrices 128 bytes apart along K
+    for (int regime = 0; regime < 3; regime++) {
+        for (size_t i = 0; i < na; i++) {
+            const float u = rng.uniform();
+            A[i] = regime == 1 ? to_bf16(ldexpf(u, (int)(rng.uniform() * 8.0f) - 4))
+                               : to_bf16((float)(int)(u * 8.0f)); // integers in [-8, 8]
+        }
+        for (size_t i = 0; i < nb; i++) {
+            const float u = rng.uniform();
+            if (regime == 0) {
+                B[i] = to_bf16((float)(int)(u * 8.0f));
+            } else if (regime == 1) {
+                B[i] = to_bf16(ldexpf(u, (int)(rng.uniform() * 8.0f) - 4));
+            } else if (i % 2 == 0) { // columns 2j, 2j + 1 = hi and lo of one activation x (mma_q4.cu)
+                const float x = ldexpf(u, (int)(rng.uniform() * 6.0f) - 3);
+                const unsigned short hi = to_bf16(x);
+                B[i] = hi;
+                B[i + 1] = to_bf16(x - from_bf16(hi));
+            }
+        }
+        for (size_t i = 0; i < nc; i++)
+            C[i] = regime == 0 ? (float)(int)(rng.uniform() * 64.0f) : rng.uniform() * 50.0f;
+        CK(cudaMemcpy(dA, A.data(), na * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dB, B.data(), nb * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dC, C.data(), nc * 4, cudaMemcpyHostToDevice));
+        for (const auto &dsc : descs) {
+            probe_kernel<<<kTrials, 128>>>(dA, dB, dC, d1, d2, dsc[0], dsc[1]);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            std::vector<float> r1 = dev_download(d1, nc), r2 = dev_download(d2, nc);
+            size_t diff = 0, ref_bad1 = 0, ref_bad2 = 0;
+            for (size_t i = 0; i < nc; i++) diff += memcmp(&r1[i], &r2[i], 4) != 0;
+            if (regime == 0) { // exact integer reference
+                for (size_t tr = 0; tr < (size_t)kTrials; tr++)
+                    for (int m = 0; m < 64; m++)
+                        for (int n = 0; n < 8; n++) {
+                            double v = C[(tr * 64 + m) * 8 + n];
+                            for (int s = 0; s < kSteps; s++)
+                                for (int k = 0; k < 16; k++)
+                                    v += (double)from_bf16(A[((tr * kSteps + s) * 64 + m) * 16 + k]) *
+                                         from_bf16(B[(tr * kSteps + s) * 128 + k * 8 + n]);
+                            ref_bad1 += r1[(tr * 64 + m) * 8 + n] != (float)v;
+                            ref_bad2 += r2[(tr * 64 + m) * 8 + n] != (float)v;
+                        }
+            }
+            printf("wgmma probe regime %d (LBO %d, SBO %d): %zu of %zu outputs differ between mma.sync and "
+                   "wgmma",
+                   regime, dsc[0], dsc[1], diff, nc);
+            if (regime == 0) printf("; exact reference misses: mma.sync %zu, wgmma %zu", ref_bad1, ref_bad2);
+            printf("\n");
+        }
+    }
+    cudaFree(dA);
+    cudaFree(dB);
+    cudaFree(dC);
+    cudaFree(d1);
+    cudaFree(d2);
+    return 0;
+}
