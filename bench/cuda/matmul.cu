@@ -250,17 +250,20 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             bad += !eq;
             EXPECT(eq, "%s %lldx%lld q4x: M=%d mode %d differs from the fp32-activation kernel", L.name,
                    (long long)N, (long long)K, M, mode);
-            // the GEMM at every M, whether or not weft_cu_matmul_q4x would pick it here
-            CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
-            if (!accu) CK(cudaMemset(dy2, 0xff, ny));
-            const cudaError_t ge = weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
-            if (ge != cudaErrorNotSupported) {
+            // the GEMMs (mma.sync, wgmma) at every M, whether or not weft_cu_matmul_q4x would pick them here
+            for (int wg = 0; wg < 2; wg++) {
+                CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
+                if (!accu) CK(cudaMemset(dy2, 0xff, ny));
+                const cudaError_t ge =
+                    wg ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0) : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
+                if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
+                CK(cudaDeviceSynchronize());
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 const bool geq = !memcmp(gv.data(), a.data(), (size_t)M * N * sizeof(float));
                 bad += !geq;
-                EXPECT(geq, "%s %lldx%lld GEMM: M=%d mode %d differs from the fp32-activation kernel", L.name,
-                       (long long)N, (long long)K, M, mode);
+                EXPECT(geq, "%s %lldx%lld %s GEMM: M=%d mode %d differs from the fp32-activation kernel",
+                       L.name, (long long)N, (long long)K, wg ? "wgmma" : "mma.sync", M, mode);
             }
         }
     }
@@ -359,12 +362,16 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         weft_cu_epi eo = e;
         eo.gemm = -1;
         CK(weft_cu_xq_prep(dx, K, MAXM, &xq, 0));
-        printf("\n    many rows, ms (TFLOP/s) q4x kernel / GEMM:");
+        printf("\n    many rows, ms (TFLOP/s) q4x kernel / GEMM / wgmma GEMM:");
         for (const int M : {64, 128, 256, 512}) {
             const double tk = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, M, &eo, 0); }, 1, 5, flush);
             const double tg = time_ms([&] { weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0); }, 1, 5, flush);
+            const bool has_w = weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0) == cudaSuccess;
+            const double tw =
+                has_w ? time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0); }, 1, 5, flush) : 0.0;
             const double f = 2.0 * M * N * K / 1e9;
-            printf(" M=%d %.3f (%.1f) / %.3f (%.1f)", M, tk, f / tk, tg, f / tg);
+            printf(" M=%d %.3f (%.1f) / %.3f (%.1f) / %.3f (%.1f)", M, tk, f / tk, tg, f / tg, tw,
+                   has_w ? f / tw : 0.0);
         }
         // back to back (as inside a CUDA graph): 24 launches rotating over copies of the weight that
         // together exceed the L2, so every launch reads its weight from HBM and the launch cost is amortised

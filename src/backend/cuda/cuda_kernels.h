@@ -117,7 +117,7 @@ typedef struct weft_cu_epi {
      * kernel) instead of one quad per block; the same bits */
     int quads4;
     /* timing experiments only, the same bits: 0 = the GEMM where it pays (weft_cu_gemm_q4x), -1 = never
-     * (WEFT_CU_T_NO_GEMM) */
+     * (WEFT_CU_T_NO_GEMM), 2 = the wgmma GEMM where it takes the layout (WEFT_CU_T_WGMMA, unverified) */
     int gemm;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
@@ -138,6 +138,11 @@ cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, in
  * x 64 activation rows staged through shared memory. Returns cudaErrorNotSupported for layouts it does not
  * take (a K block with a single 2-byte scale); weft_cu_matmul_q4x then runs its own kernel. */
 cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
+                             cudaStream_t stream);
+/* The same product on wgmma (gemm_q4w.cu; sm_90a, K blocks of 4 sub-blocks, Q4_0 and MLX group 64/32 with
+ * bf16/f16 scales; cudaErrorNotSupported otherwise). NOT YET RUN ON A GPU: reached only by bench_cuda_matmul
+ * and the WEFT_CU_T_WGMMA timing knob (weft_cu_epi.gemm == 2) until its bits are checked there. */
+cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
 /* Warps per tile of the 4-bit matmuls = K slots of the defined reduction order: a function of the weight
  * shape alone (8 when K blocks hold 4 sub-blocks and the weight has fewer than 528 tiles, else 4). */

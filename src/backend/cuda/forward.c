@@ -67,9 +67,9 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
     return WEFT_OK;
 }
 
-/* weft_cu_epi.gemm from the timing knobs (WEFT_CUDA_TIMING_TWICE bit NO_GEMM). */
+/* weft_cu_epi.gemm from the timing knobs (WEFT_CUDA_TIMING_TWICE bits NO_GEMM, WGMMA). */
 static int cu_gemm_knob(const cu_backend *b) {
-    return (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : 0;
+    return (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : (b->twice & WEFT_CU_T_WGMMA) ? 2 : 0;
 }
 
 /* The prepared-activation buffers for inputs of K elements: buffer 1 for the down projection (written by the

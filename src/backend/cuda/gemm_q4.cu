@@ -141,19 +141,7 @@ __global__ void __launch_bounds__(NTHR, 1)
     const int64_t ntiles = w.rows / 16, tile0 = (int64_t)blockIdx.x * GT;
     const int row0 = blockIdx.y * GR, nblk = (int)(w.cols / (32 * SB));
     const bool mt[2] = {tile0 + 2 * wm < ntiles, tile0 + 2 * wm + 1 < ntiles};
-    // K blocks in slot order: slots s < r hold nq + 1 blocks, the others nq (kb = s + k·KW).
-    const int nq = nblk / KW, nr = nblk % KW;
-    auto kb_of = [&](int i, bool &slot_end) {
-        int s, k, len;
-        if (i < nr * (nq + 1)) {
-            s = i / (nq + 1), k = i % (nq + 1), len = nq + 1;
-        } else {
-            const int j = i - nr * (nq + 1);
-            s = nr + j / nq, k = j % nq, len = nq;
-        }
-        slot_end = k == len - 1;
-        return s + k * KW;
-    };
+    auto kb_of = [&](int i, bool &slot_end) { return q4_slot_block(i, nblk, KW, slot_end); };
 
     float acc[2][WQ][2], tot[2][WQ][2], C[2][WQ][4], sxg[WQ];
 #pragma unroll
@@ -310,9 +298,7 @@ extern "C" int weft_cu_q4_kw(int64_t rows, int64_t cols) {
 extern "C" cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
                                         const weft_cu_epi *epi, cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
-    if (w->kind != WEFT_CU_Q4F || !weft_cu_q4f_ok(w->rows, w->cols, w->group) || xq->K != w->cols)
-        return cudaErrorInvalidValue;
-    if (epi->mode == WEFT_CU_EPI_SWIGLU && (epi->accumulate || epi->bias[0])) return cudaErrorInvalidValue;
+    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
     const int KW = weft_cu_q4_kw(w->rows, w->cols);
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)

@@ -304,15 +304,14 @@ extern "C" weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bia
 extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
                                           const weft_cu_epi *epi, cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
-    if (w->kind != WEFT_CU_Q4F || !weft_cu_q4f_ok(w->rows, w->cols, w->group) || xq->K != w->cols)
-        return cudaErrorInvalidValue;
-    if (epi->mode == WEFT_CU_EPI_SWIGLU && (w->rows % 16 || epi->accumulate || epi->bias[0]))
-        return cudaErrorInvalidValue;
+    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue; // (Q4F rows are multiples of 16)
     // Many rows (prefill chunks): the shared-memory GEMM (gemm_q4.cu), same bits; it refuses the layouts it
     // does not take (cudaErrorNotSupported) and the kernels here run them.
     const int64_t gemm_blocks = (w->rows / 16 + 7) / 8 * (((int64_t)M + 63) / 64);
     if (M >= WEFT_CU_GEMM_MIN_ROWS && gemm_blocks >= WEFT_CU_GEMM_MIN_BLOCKS && epi->gemm >= 0) {
-        const cudaError_t e = weft_cu_gemm_q4x(w, xq, M, epi, stream);
+        cudaError_t e = cudaErrorNotSupported;
+        if (epi->gemm == 2) e = weft_cu_gemm_q4w(w, xq, M, epi, stream);
+        if (e == cudaErrorNotSupported) e = weft_cu_gemm_q4x(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
     const WDev d = wdev(w);

@@ -91,6 +91,29 @@ __device__ __forceinline__ float q4_affine_b(float s, float b) {
     return fmaf(8.0f, s, b);
 }
 
+// The i-th K block (of nblk) in slot order — slot w = the blocks w, w + KW, w + 2·KW, ... ascending, slots in
+// order (mma_q4.cu's header) — for kernels that walk the slots in turn; slot_end: the last block of its slot.
+// Slots s < nblk % KW hold nblk / KW + 1 blocks, the others nblk / KW.
+__device__ __forceinline__ int q4_slot_block(int i, int nblk, int KW, bool &slot_end) {
+    const int nq = nblk / KW, nr = nblk % KW;
+    int s, k, len;
+    if (i < nr * (nq + 1)) {
+        s = i / (nq + 1), k = i % (nq + 1), len = nq + 1;
+    } else {
+        const int j = i - nr * (nq + 1);
+        s = nr + j / nq, k = j % nq, len = nq;
+    }
+    slot_end = k == len - 1;
+    return s + k * KW;
+}
+
+// Host: the arguments every WEFT_CU_Q4F product on prepared activations needs (cuda_kernels.h): a Q4F weight
+// of a supported shape, activations prepared for its K, and a SwiGLU epilogue without bias or accumulate.
+static inline bool q4x_args_ok(const weft_cu_weight *w, const weft_cu_xq *xq, const weft_cu_epi *epi) {
+    return w->kind == WEFT_CU_Q4F && weft_cu_q4f_ok(w->rows, w->cols, w->group) && xq->K == w->cols &&
+           !(epi->mode == WEFT_CU_EPI_SWIGLU && (epi->accumulate || epi->bias[0]));
+}
+
 // One lane's share of a 32-element sub-block for the prepared-activation layout (weft_cu_xq): v = elements
 // 8t .. 8t+7 of the sub-block (t = lane % 4; the sub-block's four lanes are consecutive). Writes the lane's
 // hi and lo words (word j = the pair (v[j], v[j + 4])) to F (16 u32 per part: hi at F[4t..4t+3], lo at

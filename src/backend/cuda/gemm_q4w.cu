@@ -1,0 +1,251 @@
+// The many-row 4-bit GEMM on wgmma (sm_90a): weft_cu_gemm_q4w (cuda_kernels.h).
+//
+// STATUS: written in session 5 after the wgmma probe and compiled, NOT YET RUN ON A GPU. It is reachable only
+// through weft_cu_gemm_q4w (bench_cuda_matmul's bit-for-bit check and timing) and the WEFT_CU_T_WGMMA timing
+// knob; weft_cu_matmul_q4x never picks it on its own. bench/NOTES.md (session 5) has the plan.
+//
+// Same arithmetic as gemm_q4.cu (mma_q4.cu's header defines it): the probe (bench/cuda/wgmma_probe.cu) showed
+// that one wgmma m64nNk16 step with A in registers computes, per warp (rows 16w .. 16w + 15) and per n8
+// column block, exactly what mma.sync m16n8k16 computes from the same fragment registers. So each mma.sync
+// step s of a sub-block becomes one wgmma step over 64 weight rows x 128 columns (64 activation rows, hi and
+// lo), with B in shared memory holding the same element at every k position: core-matrix row n of step
+// (sub-block j, s), k half kk = the words (t = 0..3, word 2s + kk) of part n % 2 of activation row n / 2 —
+// weft_cu_xq's words transposed 4 x 4 per part while staging. Groups start from +0.0 accumulators (zeroed
+// registers, scale-d = 1), fold on the CUDA cores after wgmma.wait_group, and K blocks are walked slot by
+// slot (q4_slot_block) with gemm_q4.cu's acc / tot sums.
+//
+// Block: 2 warpgroups (256 threads), warpgroup v owns weight tiles 4v .. 4v + 3 (warp w of it: tile 4v + w),
+// both read the same 64 activation rows. Per K block: cp.async copies the raw prepared words (32·SB·64
+// words) and sums, all threads transpose them into the wgmma layout, then each warpgroup runs its groups.
+#include "cuda_kernels.h"
+#include "pdl.cuh"
+#include "q4_mma.cuh"
+
+namespace {
+
+constexpr int WR = 64;        // activation rows per block (N = 128 columns)
+constexpr int NQ = WR / 4;    // n8 column blocks = activation quads
+constexpr int WTHREADS = 256; // 2 warpgroups
+constexpr int WTILES = 8;     // weight tiles per block
+
+template <int SB> struct alignas(16) WSmem {
+    uint32_t b[2][2 * SB][NQ][2][8][4]; // double-buffered: [step 2j + s][quad][k half][core row][word t]
+    uint32_t raw[WR][32 * SB];          // the K block's prepared words as copied (weft_cu_xq order)
+    float xs[2][WR][SB];                // their 32-element sums, double-buffered with b
+    float tot[2 * NQ][WTHREADS];        // each thread's running total over the slots (registers are short)
+};
+
+__device__ __forceinline__ __attribute__((unused)) void w_cp16(void *dst, const void *src, bool ok) {
+    asm volatile(
+        "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
+        "l"(src), "r"(ok ? 16 : 0)
+        : "memory");
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Shared-memory descriptor of a K-major operand without swizzle: core matrices 8 rows x 16 bytes, LBO = the
+// byte offset between the two k halves, SBO = between successive groups of 8 rows (PTX ISA, wgmma matrix
+// descriptor; LBO = 128 confirmed by the probe).
+__device__ __forceinline__ uint64_t w_desc(const void *p, uint32_t lbo, uint32_t sbo) {
+    const uint64_t a = (uint64_t)__cvta_generic_to_shared(p);
+    return ((a >> 4) & 0x3fff) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3fff) << 32);
+}
+
+// D[64 x 128] += A (registers, this warp's 16 rows) · B (shared memory, 16 x 128).
+__device__ __forceinline__ void w_mma(float (&d)[4 * NQ], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                      uint64_t desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
+        "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"
+        "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, "
+        "0;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+          "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+          "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+          "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+          "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+          "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "memory");
+}
+#endif
+
+// The raw copy of K block kb: activation rows row0 .. row0 + 63 (zeros past M), their sums (AFFINE).
+template <int MODE, int SB>
+__device__ __forceinline__ void w_copy(WSmem<SB> &S, int buf, const uint32_t *XF, const float *XS, int M,
+                                       int64_t nsub, int row0, int kb, int tid) {
+    for (int c = tid; c < WR * 8 * SB; c += WTHREADS) {
+        const int r = c / (8 * SB), o = c % (8 * SB);
+        const bool ok = row0 + r < M;
+        w_cp16(&S.raw[r][4 * o], XF + ((ok ? (int64_t)(row0 + r) : 0) * nsub + (int64_t)kb * SB) * 32 + 4 * o,
+               ok);
+    }
+    if (MODE == WEFT_CU_AFFINE && SB == 4 && tid < WR) {
+        const bool ok = row0 + tid < M;
+        w_cp16(&S.xs[buf][tid][0], XS + (ok ? (int64_t)(row0 + tid) : 0) * nsub + (int64_t)kb * SB, ok);
+    }
+}
+
+// raw -> b[buf] (the wgmma order). Lane (t, p, i) of warp-chunk (quad, sub-block): 16 bytes in, 4 words out
+// to one 128-byte core-matrix row set (no bank conflicts).
+template <int SB> __device__ __forceinline__ void w_transpose(WSmem<SB> &S, int buf, int tid) {
+    const int lane = tid & 31, warp = tid >> 5, t = lane & 3, p = (lane >> 2) & 1, i = lane >> 3;
+    for (int c = warp; c < NQ * SB; c += WTHREADS / 32) {
+        const int qd = c % NQ, j = c / NQ;
+        const uint4 v = *reinterpret_cast<const uint4 *>(&S.raw[4 * qd + i][32 * j + 16 * p + 4 * t]);
+        const int r = 2 * i + p;
+        S.b[buf][2 * j][qd][0][r][t] = v.x;     // word 0: step s = 0, k half 0
+        S.b[buf][2 * j][qd][1][r][t] = v.y;     // word 1: s = 0, k half 1
+        S.b[buf][2 * j + 1][qd][0][r][t] = v.z; // word 2: s = 1, k half 0
+        S.b[buf][2 * j + 1][qd][1][r][t] = v.w; // word 3: s = 1, k half 1
+    }
+}
+
+template <int MODE, int SDT, int SB, int GPB>
+__global__ void __launch_bounds__(WTHREADS, 1)
+    gemm_q4w_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
+                    weft_cu_epi epi) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int SPB = SB / GPB;
+    extern __shared__ __align__(16) unsigned char wsm[];
+    WSmem<SB> &S = *reinterpret_cast<WSmem<SB> *>(wsm);
+    weft_pdl_enter();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp, nsub = w.cols / 32,
+                  ng = w.cols >> w.gshift;
+    const int row0 = blockIdx.y * WR, nblk = (int)(w.cols / (32 * SB));
+    const bool live = tile < ntiles; // dead tiles multiply zeros (wgmma is warpgroup-wide) and store nothing
+    const uint32_t *qw = static_cast<const uint32_t *>(w.q) + (live ? tile : 0) * nblk * 64 * SB + lane * SB;
+    const int64_t srow = (live ? tile : 0) * 16 + g;
+
+    float acc[NQ][2], sxg[NQ], D[4 * NQ];
+#pragma unroll
+    for (int q = 0; q < NQ; q++) acc[q][0] = acc[q][1] = sxg[q] = 0.0f;
+
+    bool slot_end = false;
+    w_copy<MODE, SB>(S, 0, XF, XS, M, nsub, row0, q4_slot_block(0, nblk, KW, slot_end), tid);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    w_transpose<SB>(S, 0, tid);
+    int slot = 0;
+#pragma unroll 1
+    for (int i = 0; i < nblk; i++) {
+        const int kb = q4_slot_block(i, nblk, KW, slot_end), buf = i & 1;
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // st.shared -> wgmma's reads
+        __syncthreads();                                             // b[buf] complete; raw free again
+        if (i + 1 < nblk) {
+            bool unused;
+            w_copy<MODE, SB>(S, buf ^ 1, XF, XS, M, nsub, row0, q4_slot_block(i + 1, nblk, KW, unused), tid);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        // this warp's words of rows g, g + 8 and their scales, one group at a time (not unrolled: registers)
+        const uint32_t *qk = qw + (size_t)kb * 64 * SB;
+        const int64_t s0i = srow * ng + (int64_t)kb * GPB, s1i = (srow + 8) * ng + (int64_t)kb * GPB;
+#pragma unroll 1
+        for (int gi = 0; gi < GPB; gi++) {
+            uint32_t P[SPB][2][4];
+#pragma unroll
+            for (int js = 0; js < SPB; js++) {
+                q4_dec_word(live ? __ldg(qk + gi * SPB + js) : 0u, P[js][0]);
+                q4_dec_word(live ? __ldg(qk + 32 * SB + gi * SPB + js) : 0u, P[js][1]);
+            }
+#pragma unroll
+            for (int e = 0; e < 4 * NQ; e++) D[e] = 0.0f; // the group starts from +0.0 (mma_q4.cu's q4_mma0)
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int js = 0; js < SPB; js++) {
+                const int j = gi * SPB + js;
+#pragma unroll
+                for (int s = 0; s < 2; s++)
+                    w_mma(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1], P[js][1][2 * s + 1],
+                          w_desc(&S.b[buf][2 * j + s][0][0][0][0], 128, 256));
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            const float s0 = ld_scale<SDT>(w.s, s0i + gi), s1 = ld_scale<SDT>(w.s, s1i + gi);
+            const float b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s0, ld_scale<SDT>(w.b, s0i + gi)) : 0.0f,
+                        b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s1, ld_scale<SDT>(w.b, s1i + gi)) : 0.0f;
+#pragma unroll
+            for (int q = 0; q < NQ; q++) {
+                if (MODE == WEFT_CU_AFFINE) {
+#pragma unroll
+                    for (int js = 0; js < SPB; js++) {
+                        const float ls = S.xs[buf][4 * q + t][gi * SPB + js];
+                        sxg[q] = js == 0 ? ls : __fadd_rn(sxg[q], ls);
+                    }
+                }
+                q4_fold<MODE>(acc[q], &D[4 * q], s0, s1, b0, b1, sxg[q]);
+            }
+        }
+        if (slot_end) { // the slot's sum joins the total (the first slot's sum is the total)
+#pragma unroll
+            for (int q = 0; q < NQ; q++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float &tq = S.tot[2 * q + h][tid];
+                    tq = slot == 0 ? acc[q][h] : __fadd_rn(tq, acc[q][h]);
+                    acc[q][h] = 0.0f;
+                }
+            slot++;
+        }
+        if (i + 1 < nblk) {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+            __syncthreads(); // raw(i + 1) landed for everyone
+            w_transpose<SB>(S, buf ^ 1, tid);
+        }
+    }
+    for (; slot < KW; slot++) // slots without blocks add their zero sums (mma_q4x.cu's idle warps)
+#pragma unroll
+        for (int e = 0; e < 2 * NQ; e++) S.tot[e][tid] = __fadd_rn(S.tot[e][tid], 0.0f);
+    if (!live) return;
+#pragma unroll
+    for (int q = 0; q < NQ; q++)
+        q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, S.tot[2 * q][tid], S.tot[2 * q + 1][tid]);
+#else
+    (void)w, (void)XF, (void)XS, (void)M, (void)KW, (void)epi;
+    __trap(); // launched only after the host checked for compute capability 9.0
+#endif
+}
+
+template <int MODE, int SDT, int SB, int GPB>
+cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
+                     cudaStream_t st) {
+    auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB>;
+    const size_t smem = sizeof(WSmem<SB>);
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    const dim3 grid((unsigned)((d.rows / 16 + WTILES - 1) / WTILES), (unsigned)((M + WR - 1) / WR));
+    return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
+                           (const float *)xq->s, M, KW, epi);
+}
+
+} // namespace
+
+extern "C" cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
+                                        const weft_cu_epi *epi, cudaStream_t stream) {
+    if (M <= 0) return cudaSuccess;
+    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return cudaGetLastError();
+    const WDev d = wdev(w);
+    // sm_90a code only, K blocks of 4 sub-blocks, group 32 (Q4_0) or 64 / 128 (MLX)
+    if (major != 9 || minor != 0 || d.sb != 4) return cudaErrorNotSupported;
+    const int KW = weft_cu_q4_kw(w->rows, w->cols), gpb = 128 / w->group;
+    if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16 && gpb == 4)
+        return w_launch<WEFT_CU_OFF8, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, stream);
+    if (w->mode == WEFT_CU_AFFINE && w->sdt == WEFT_CU_S_BF16 && gpb == 2)
+        return w_launch<WEFT_CU_AFFINE, WEFT_CU_S_BF16, 4, 2>(d, xq, M, *epi, KW, stream);
+    if (w->mode == WEFT_CU_AFFINE && w->sdt == WEFT_CU_S_F16 && gpb == 4)
+        return w_launch<WEFT_CU_AFFINE, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, stream);
+    return cudaErrorNotSupported;
+}
