@@ -139,9 +139,10 @@ cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, in
  * take (a K block with a single 2-byte scale); weft_cu_matmul_q4x then runs its own kernel. */
 cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
-/* The same product on wgmma (gemm_q4w.cu; sm_90a, K blocks of 4 sub-blocks, Q4_0 and MLX group 64/32 with
- * bf16/f16 scales; cudaErrorNotSupported otherwise). NOT YET RUN ON A GPU: reached only by bench_cuda_matmul
- * and the WEFT_CU_T_WGMMA timing knob (weft_cu_epi.gemm == 2) until its bits are checked there. */
+/* The same product on wgmma (gemm_q4w.cu; sm_90a, K blocks of 4 sub-blocks, three layouts: Q4_0, MLX group
+ * 64 with bf16 scales, MLX group 32 with f16 scales; cudaErrorNotSupported otherwise). NOT YET RUN ON A GPU:
+ * reached only by bench_cuda_matmul and the WEFT_CU_T_WGMMA timing knob (weft_cu_epi.gemm == 2) until its
+ * bits are checked there. */
 cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
 /* Warps per tile of the 4-bit matmuls = K slots of the defined reduction order: a function of the weight

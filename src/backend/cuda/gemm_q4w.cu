@@ -76,6 +76,15 @@ __device__ __forceinline__ void w_mma(float (&d)[4 * NQ], uint32_t a0, uint32_t 
 }
 #endif
 
+// An empty asm that reads and writes x: orders the register against the wgmma fences (CUTLASS's
+// warpgroup_fence_operand).
+__device__ __forceinline__ __attribute__((unused)) void w_pin(float &x) {
+    asm volatile("" : "+f"(x)::"memory");
+}
+__device__ __forceinline__ __attribute__((unused)) void w_pin(uint32_t &x) {
+    asm volatile("" : "+r"(x)::"memory");
+}
+
 // The raw copy of K block kb: activation rows row0 .. row0 + 63 (zeros past M), their sums (AFFINE).
 template <int MODE, int SB>
 __device__ __forceinline__ void w_copy(WSmem<SB> &S, int buf, const uint32_t *XF, const float *XS, int M,
@@ -120,11 +129,14 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp, nsub = w.cols / 32,
                   ng = w.cols >> w.gshift;
     const int row0 = blockIdx.y * WR, nblk = (int)(w.cols / (32 * SB));
-    const bool live = tile < ntiles; // dead tiles multiply zeros (wgmma is warpgroup-wide) and store nothing
+    const bool live = tile < ntiles; // dead tiles multiply placeholder weights (wgmma is warpgroup-wide) and
+                                     // store nothing
     const uint32_t *qw = static_cast<const uint32_t *>(w.q) + (live ? tile : 0) * nblk * 64 * SB + lane * SB;
     const int64_t srow = (live ? tile : 0) * 16 + g;
 
     float acc[NQ][2], sxg[NQ], D[4 * NQ];
+#pragma unroll
+    for (int e = 0; e < 4 * NQ; e++) D[e] = 0.0f;
 #pragma unroll
     for (int q = 0; q < NQ; q++) acc[q][0] = acc[q][1] = sxg[q] = 0.0f;
 
@@ -156,8 +168,19 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                 q4_dec_word(live ? __ldg(qk + gi * SPB + js) : 0u, P[js][0]);
                 q4_dec_word(live ? __ldg(qk + 32 * SB + gi * SPB + js) : 0u, P[js][1]);
             }
+            // The group starts from +0.0 accumulators (q4_mma0's input, scale-d = 1). The empty asm pins
+            // every register write (zeros, decoded A) before wgmma.fence: the compiler may not sink them past
+            // it (PTX ISA: registers of an in-flight wgmma must be written before the fence) nor fold the
+            // zeros into scale-d = 0, which the probe has not compared.
 #pragma unroll
-            for (int e = 0; e < 4 * NQ; e++) D[e] = 0.0f; // the group starts from +0.0 (mma_q4.cu's q4_mma0)
+            for (int e = 0; e < 4 * NQ; e++) {
+                D[e] = 0.0f;
+                w_pin(D[e]);
+            }
+#pragma unroll
+            for (int js = 0; js < SPB; js++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) w_pin(P[js][e / 4][e % 4]);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
             for (int js = 0; js < SPB; js++) {
@@ -169,6 +192,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             }
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+            for (int e = 0; e < 4 * NQ; e++) w_pin(D[e]); // no read of D before the wait
             const float s0 = ld_scale<SDT>(w.s, s0i + gi), s1 = ld_scale<SDT>(w.s, s1i + gi);
             const float b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s0, ld_scale<SDT>(w.b, s0i + gi)) : 0.0f,
                         b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s1, ld_scale<SDT>(w.b, s1i + gi)) : 0.0f;
