@@ -6,6 +6,7 @@
 // accumulator, 2 = the matmuls' operands (4-bit integers times bf16 hi or lo parts of activations), chained
 // over 4 steps. Usage: bench_cuda_wgmma_probe (sm_90a only; other devices report "not run").
 #include "common.cuh"
+#include "wgmma.cuh"
 
 #include <cuda_bf16.h>
 
@@ -75,6 +76,72 @@ __global__ void __launch_bounds__(128) probe_kernel(const unsigned short *A, con
                     o1[r1 * 8 + 2 * t + 1] = d1[3];
     o2[r0 * 8 + 2 * t] = d2[0], o2[r0 * 8 + 2 * t + 1] = d2[1], o2[r1 * 8 + 2 * t] = d2[2],
                     o2[r1 * 8 + 2 * t + 1] = d2[3];
+}
+
+// The GEMM's shape: A [kSteps][64][16], B [kSteps][16][128] (B[k][n]), C [64][128]; B in shared memory as
+// [step][column group b][k half][row n % 8][8 k], the layout gemm_q4w.cu's transpose writes.
+__global__ void __launch_bounds__(128) probe_n128_kernel(const unsigned short *A, const unsigned short *B,
+                                                         const float *C, float *D1, float *D2) {
+    __shared__ __align__(128) unsigned short sb[kSteps][16 * 2 * 8 * 8];
+    const int trial = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
+              t = lane & 3;
+    const unsigned short *a = A + (size_t)trial * kSteps * 64 * 16,
+                         *b = B + (size_t)trial * kSteps * 16 * 128;
+    const float *c = C + (size_t)trial * 64 * 128;
+    for (int i = tid; i < kSteps * 16 * 128; i += 128) {
+        const int s = i / 2048, k = (i % 2048) / 128, n = i % 128;
+        sb[s][((n / 8) * 2 + k / 8) * 64 + (n % 8) * 8 + k % 8] = b[i];
+    }
+    __syncthreads();
+    const int r0 = 16 * warp + g, r1 = r0 + 8;
+    auto pair = [](unsigned short lo, unsigned short hi) { return (uint32_t)lo | ((uint32_t)hi << 16); };
+    float d1[64], d2[64];
+#pragma unroll
+    for (int bb = 0; bb < 16; bb++) {
+        d1[4 * bb] = c[r0 * 128 + 8 * bb + 2 * t];
+        d1[4 * bb + 1] = c[r0 * 128 + 8 * bb + 2 * t + 1];
+        d1[4 * bb + 2] = c[r1 * 128 + 8 * bb + 2 * t];
+        d1[4 * bb + 3] = c[r1 * 128 + 8 * bb + 2 * t + 1];
+    }
+#pragma unroll
+    for (int e = 0; e < 64; e++) d2[e] = d1[e];
+    for (int s = 0; s < kSteps; s++) {
+        const unsigned short *as = a + (size_t)s * 64 * 16, *bs = b + (size_t)s * 16 * 128;
+        uint32_t af[4] = {pair(as[r0 * 16 + 2 * t], as[r0 * 16 + 2 * t + 1]),
+                          pair(as[r1 * 16 + 2 * t], as[r1 * 16 + 2 * t + 1]),
+                          pair(as[r0 * 16 + 2 * t + 8], as[r0 * 16 + 2 * t + 9]),
+                          pair(as[r1 * 16 + 2 * t + 8], as[r1 * 16 + 2 * t + 9])};
+#pragma unroll
+        for (int bb = 0; bb < 16; bb++) {
+            const int n = 8 * bb + g;
+            mma16816(&d1[4 * bb], af, pair(bs[(2 * t) * 128 + n], bs[(2 * t + 1) * 128 + n]),
+                     pair(bs[(2 * t + 8) * 128 + n], bs[(2 * t + 9) * 128 + n]));
+        }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+        for (int e = 0; e < 64; e++) wgmma_pin(d2[e]);
+#pragma unroll
+        for (int e = 0; e < 4; e++) wgmma_pin(af[e]);
+        wgmma_fence();
+        wgmma_m64n128k16(d2, af[0], af[1], af[2], af[3], wgmma_desc(&sb[s][0], 128, 256));
+        wgmma_commit_wait0();
+#pragma unroll
+        for (int e = 0; e < 64; e++) wgmma_pin(d2[e]);
+#else
+        asm volatile("" ::"l"(&sb[s][0]));
+#pragma unroll
+        for (int e = 0; e < 64; e++) d2[e] = __int_as_float(0x7fc00000);
+#endif
+    }
+    float *o1 = D1 + (size_t)trial * 64 * 128, *o2 = D2 + (size_t)trial * 64 * 128;
+#pragma unroll
+    for (int bb = 0; bb < 16; bb++) {
+        const int col = 8 * bb + 2 * t;
+        o1[r0 * 128 + col] = d1[4 * bb], o1[r0 * 128 + col + 1] = d1[4 * bb + 1];
+        o1[r1 * 128 + col] = d1[4 * bb + 2], o1[r1 * 128 + col + 1] = d1[4 * bb + 3];
+        o2[r0 * 128 + col] = d2[4 * bb], o2[r0 * 128 + col + 1] = d2[4 * bb + 1];
+        o2[r1 * 128 + col] = d2[4 * bb + 2], o2[r1 * 128 + col + 1] = d2[4 * bb + 3];
+    }
 }
 
 unsigned short to_bf16(float f) { // round to nearest even (inputs here are finite)
@@ -169,5 +236,39 @@ int main() {
     cudaFree(dC);
     cudaFree(d1);
     cudaFree(d2);
+
+    // the GEMM's shape and layout: 4-bit integers x hi / lo activation parts, random accumulators
+    const int nt = 512;
+    const size_t na2 = (size_t)nt * kSteps * 64 * 16, nb2 = (size_t)nt * kSteps * 16 * 128,
+                 nc2 = (size_t)nt * 64 * 128;
+    std::vector<unsigned short> A2(na2), B2(nb2);
+    std::vector<float> C2(nc2);
+    for (auto &v : A2) v = to_bf16((float)(int)(rng.uniform() * 8.0f));
+    for (size_t i = 0; i < nb2; i += 2) {
+        const float x = ldexpf(rng.uniform(), (int)(rng.uniform() * 6.0f) - 3);
+        const unsigned short hi = to_bf16(x);
+        B2[i] = hi;
+        B2[i + 1] = to_bf16(x - from_bf16(hi));
+    }
+    for (auto &v : C2) v = rng.uniform() * 50.0f;
+    unsigned short *dA2 = dev_upload(A2), *dB2 = dev_upload(B2);
+    float *dC2 = dev_upload(C2), *e1 = nullptr, *e2 = nullptr;
+    CK(cudaMalloc(&e1, nc2 * 4));
+    CK(cudaMalloc(&e2, nc2 * 4));
+    probe_n128_kernel<<<nt, 128>>>(dA2, dB2, dC2, e1, e2);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<float> q1 = dev_download(e1, nc2), q2 = dev_download(e2, nc2);
+    size_t diff2 = 0;
+    for (size_t i = 0; i < nc2; i++) diff2 += memcmp(&q1[i], &q2[i], 4) != 0;
+    printf("wgmma probe m64n128k16 (gemm_q4w.cu's B layout, LBO 128, SBO 256), 4-bit x hi/lo: %zu of %zu "
+           "outputs "
+           "differ between mma.sync and wgmma\n",
+           diff2, nc2);
+    cudaFree(dA2);
+    cudaFree(dB2);
+    cudaFree(dC2);
+    cudaFree(e1);
+    cudaFree(e2);
     return 0;
 }

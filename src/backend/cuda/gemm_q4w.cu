@@ -20,6 +20,7 @@
 #include "cuda_kernels.h"
 #include "pdl.cuh"
 #include "q4_mma.cuh"
+#include "wgmma.cuh"
 
 namespace {
 
@@ -40,49 +41,6 @@ __device__ __forceinline__ __attribute__((unused)) void w_cp16(void *dst, const 
         "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
         "l"(src), "r"(ok ? 16 : 0)
         : "memory");
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Shared-memory descriptor of a K-major operand without swizzle: core matrices 8 rows x 16 bytes, LBO = the
-// byte offset between the two k halves, SBO = between successive groups of 8 rows (PTX ISA, wgmma matrix
-// descriptor; LBO = 128 confirmed by the probe).
-__device__ __forceinline__ uint64_t w_desc(const void *p, uint32_t lbo, uint32_t sbo) {
-    const uint64_t a = (uint64_t)__cvta_generic_to_shared(p);
-    return ((a >> 4) & 0x3fff) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3fff) << 32);
-}
-
-// D[64 x 128] += A (registers, this warp's 16 rows) · B (shared memory, 16 x 128).
-__device__ __forceinline__ void w_mma(float (&d)[4 * NQ], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                      uint64_t desc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
-        "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"
-        "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, "
-        "0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-          "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
-          "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
-          "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-          "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
-          "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
-        : "memory");
-}
-#endif
-
-// An empty asm that reads and writes x: orders the register against the wgmma fences (CUTLASS's
-// warpgroup_fence_operand).
-__device__ __forceinline__ __attribute__((unused)) void w_pin(float &x) {
-    asm volatile("" : "+f"(x)::"memory");
-}
-__device__ __forceinline__ __attribute__((unused)) void w_pin(uint32_t &x) {
-    asm volatile("" : "+r"(x)::"memory");
 }
 
 // The raw copy of K block kb: activation rows row0 .. row0 + 63 (zeros past M), their sums (AFFINE).
@@ -175,25 +133,25 @@ __global__ void __launch_bounds__(WTHREADS, 1)
 #pragma unroll
             for (int e = 0; e < 4 * NQ; e++) {
                 D[e] = 0.0f;
-                w_pin(D[e]);
+                wgmma_pin(D[e]);
             }
 #pragma unroll
             for (int js = 0; js < SPB; js++)
 #pragma unroll
-                for (int e = 0; e < 8; e++) w_pin(P[js][e / 4][e % 4]);
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+                for (int e = 0; e < 8; e++) wgmma_pin(P[js][e / 4][e % 4]);
+            wgmma_fence();
 #pragma unroll
             for (int js = 0; js < SPB; js++) {
                 const int j = gi * SPB + js;
 #pragma unroll
                 for (int s = 0; s < 2; s++)
-                    w_mma(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1], P[js][1][2 * s + 1],
-                          w_desc(&S.b[buf][2 * j + s][0][0][0][0], 128, 256));
+                    wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                     P[js][1][2 * s + 1],
+                                     wgmma_desc(&S.b[buf][2 * j + s][0][0][0][0], 128, 256));
             }
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            wgmma_commit_wait0();
 #pragma unroll
-            for (int e = 0; e < 4 * NQ; e++) w_pin(D[e]); // no read of D before the wait
+            for (int e = 0; e < 4 * NQ; e++) wgmma_pin(D[e]); // no read of D before the wait
             const float s0 = ld_scale<SDT>(w.s, s0i + gi), s1 = ld_scale<SDT>(w.s, s1i + gi);
             const float b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s0, ld_scale<SDT>(w.b, s0i + gi)) : 0.0f,
                         b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s1, ld_scale<SDT>(w.b, s1i + gi)) : 0.0f;

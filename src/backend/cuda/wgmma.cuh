@@ -1,0 +1,65 @@
+// wgmma helpers (sm_90a) shared by the wgmma GEMM (gemm_q4w.cu) and its probe (bench/cuda/wgmma_probe.cu).
+// PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate": a warpgroup (4 consecutive warps)
+// issues wgmma.mma_async; with A in registers each warp supplies rows 16w .. 16w + 15 in mma.sync m16n8k16's
+// A fragment layout, and thread (g, t) of warp w holds accumulators d[4b .. 4b + 3] = rows 16w + g, 16w + g +
+// 8 x columns 8b + 2t, 8b + 2t + 1 (mma.sync's C layout per 8-column block b).
+#ifndef WEFT_WGMMA_CUH
+#define WEFT_WGMMA_CUH
+
+#include <stdint.h>
+
+// Shared-memory descriptor of a K-major operand without swizzle: core matrices of 8 rows x 16 bytes; lbo =
+// the byte offset between the two k halves of a 16-k step, sbo = between successive groups of 8 rows (columns
+// of B). Bits: [0, 14) address >> 4, [16, 30) lbo >> 4, [32, 46) sbo >> 4, layout bits 0 (no swizzle).
+__device__ __forceinline__ __attribute__((unused)) uint64_t wgmma_desc(const void *p, uint32_t lbo,
+                                                                       uint32_t sbo) {
+    const uint64_t a = (uint64_t)__cvta_generic_to_shared(p);
+    return ((a >> 4) & 0x3fff) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3fff) << 32);
+}
+
+// An empty asm that reads and writes x: orders a register against the wgmma fences (CUTLASS's
+// warpgroup_fence_operand) so the compiler cannot move its writes past wgmma.fence or its reads before
+// wgmma.wait_group.
+__device__ __forceinline__ __attribute__((unused)) void wgmma_pin(float &x) {
+    asm volatile("" : "+f"(x)::"memory");
+}
+__device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
+    asm volatile("" : "+r"(x)::"memory");
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// d[64 x 128] += A (registers: a0..a3, this warp's 16 rows, mma.sync's A fragment) · B (descriptor, 16 x
+// 128), fp32 accumulators, bf16 inputs; scale-d = 1 (the accumulator is always an input).
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                 uint32_t a3, uint64_t desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
+        "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"
+        "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, "
+        "0;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+          "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+          "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+          "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+          "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+          "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "memory");
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit_wait0() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+#endif
+
+#endif
