@@ -89,6 +89,11 @@ int cli_threads(const cli_options *o) {
     return n > 0 ? (int)n : 1;
 }
 
+void cli_fit_drafts(weft_engine_config *ec, int rows) {
+    if (ec->max_draft > rows - 1) ec->max_draft = rows - 1;
+    if (ec->max_model_draft > rows - 1) ec->max_model_draft = rows - 1;
+}
+
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s) {
     weft_sampling_defaults(s);
     const weft_config *c = &m->cfg;

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "weft/console.h"
+#include "weft/lanes.h"
 #include "weft/model.h"
 #include "weft/sampler.h"
 
@@ -19,5 +20,8 @@ int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con,
 int cli_threads(const cli_options *o);
 /* Sampling defaults: generation_config, then command-line flags. */
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s);
+/* Caps ec's draft depths (max_draft, and max_model_draft when positive) at rows − 1: a drafted window is one
+ * forward of at most `rows` rows (the backend's row budget, --chunk). */
+void cli_fit_drafts(weft_engine_config *ec, int rows);
 
 #endif

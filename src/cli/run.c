@@ -195,7 +195,8 @@ int cmd_run(const cli_options *o) {
         }
         max_tokens = ctx - n_prompt;
     }
-    weft_backend_opts bo = {o->backend, cli_threads(o), 1, 256, ctx};
+    const int rows = o->chunk > 0 ? o->chunk : 256; /* prefill rows per forward */
+    weft_backend_opts bo = {o->backend, cli_threads(o), 1, rows, ctx};
     if (weft_model_backend(m, &bo, &be, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);
         rc = 2;
@@ -206,6 +207,7 @@ int cmd_run(const cli_options *o) {
                              .eos_ids = m->cfg.eos_token_ids,
                              .n_eos = m->cfg.n_eos,
                              .max_draft = o->no_drafts ? 0 : 8};
+    cli_fit_drafts(&ec, rows);
     if (!o->no_drafts) {
         weft_copy_drafter_config dc = {.max_slots = 1, .capacity = ctx};
         if (weft_copy_drafter_new(&dc, &drafter, &err)) {

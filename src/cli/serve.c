@@ -202,7 +202,8 @@ int cmd_serve(const cli_options *o) {
         }
         parallel = (int)v;
     }
-    weft_backend_opts bo = {o->backend, cli_threads(o), parallel, 256, o->context};
+    const int rows = o->chunk > 0 ? o->chunk : 256; /* a round's row budget: prefill chunks, decode rows */
+    weft_backend_opts bo = {o->backend, cli_threads(o), parallel, rows, o->context};
     weft_backend_plan plan;
     if (weft_model_backend_plan(m, &bo, &be, &plan, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);
@@ -228,6 +229,7 @@ int cmd_serve(const cli_options *o) {
                                                 : o->mtp_drafts == 0 ? -1
                                                                      : o->mtp_drafts};
     if (ec.max_model_draft > ec.max_draft && !o->no_drafts) ec.max_draft = ec.max_model_draft;
+    cli_fit_drafts(&ec, rows); /* a drafted window is one forward: at most --chunk rows */
     if (!o->no_drafts) {
         weft_copy_drafter_config dc = {.max_slots = plan.slots, .capacity = plan.context};
         if (weft_copy_drafter_new(&dc, &drafter, &err)) {
