@@ -1,6 +1,7 @@
 """`--chunk N` on `weft serve` and `weft run`: the row budget of one forward (prefill chunk, drafted window).
 SPEC §4.3.2 (chunk invariance): replies are bit-identical whatever the chunk, including 1-row chunks (every
 prompt token a decode step) with drafts on (their depth is capped to fit the budget)."""
+import concurrent.futures as cf
 import json
 import subprocess
 
@@ -30,6 +31,19 @@ def test_serve_chunk_invariance(sampling):
             assert r.usage.completion_tokens > 0
     assert prompt_tokens[None] > 3, "the prompt must span several chunks of 3"
     assert shas[3] == shas[None] and shas[1] == shas[None], shas
+
+
+def test_budget_below_parallel_concurrent_equals_alone():
+    """--chunk 2 with 4 streams: a round cannot hold every stream's row; each reply still equals its solo run."""
+    def ask(s, i):
+        return weft_of(s.client().completions.create(model=s.model_id(), prompt=PROMPT + " x" * i, max_tokens=30,
+                                                     temperature=0.8, seed=i))["token_sha"]
+    with serving(None, "--parallel", "4") as s:
+        alone = [ask(s, i) for i in range(4)]
+    with serving(None, "--parallel", "4", "--chunk", "2") as s:
+        with cf.ThreadPoolExecutor(4) as ex:
+            conc = list(ex.map(lambda i: ask(s, i), range(4)))
+    assert conc == alone
 
 
 def test_run_chunk_invariance(tmp_path):
