@@ -48,6 +48,11 @@ weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set 
 /* Number of CUDA devices visible (0 when there is no driver or device). */
 int weft_cuda_device_count(void);
 
+/* Device `device`'s name (truncated to name_size − 1 bytes, NUL-terminated), compute capability and total
+ * memory in bytes. Returns 0, or −1 when the device cannot be queried (outputs untouched). */
+int weft_cuda_device_info(int device, char *name, size_t name_size, int *cc_major, int *cc_minor,
+                          size_t *memory_bytes);
+
 /* Test hook: the fp32 logits of the drawn rows of the last forward() on this backend (rows in segment order,
  * each segment's drawn rows in order), [*n_rows, vocab]. Owned by the backend, valid until the next forward.
  */

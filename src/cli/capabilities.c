@@ -1,8 +1,35 @@
 /* weft capabilities --json (SPEC §2.2): what this build supports, from the same flag table as the parser. */
 #include "cli.h"
+#include "weft/config.h"
+#ifdef WEFT_HAVE_CUDA
+#include "weft/cuda_backend.h"
+#endif
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+/* The CUDA devices this process sees, as SPEC §2.2 lists them (none without a CUDA build or a device). */
+static json_t *devices(void) {
+    json_t *list = json_array();
+#ifdef WEFT_HAVE_CUDA
+    for (int i = 0; i < weft_cuda_device_count(); i++) {
+        char name[256], chip[32];
+        int major = 0, minor = 0;
+        size_t mem = 0;
+        if (weft_cuda_device_info(i, name, sizeof name, &major, &minor, &mem)) continue;
+        snprintf(chip, sizeof chip, "nvidia-sm%d%d", major, minor);
+        json_t *d = json_object();
+        json_object_set_new(d, "backend", json_string("cuda"));
+        json_object_set_new(d, "index", json_integer(i));
+        json_object_set_new(d, "name", json_string(name));
+        json_object_set_new(d, "chip", json_string(chip));
+        json_object_set_new(d, "memory_bytes", json_integer((json_int_t)mem));
+        json_array_append_new(list, d);
+    }
+#endif
+    return list;
+}
 
 int cmd_capabilities(const cli_options *o) {
     json_t *root = json_object();
@@ -10,18 +37,27 @@ int cmd_capabilities(const cli_options *o) {
     json_object_set_new(root, "version", json_string("0.1.0"));
     json_t *backends = json_array();
     json_array_append_new(backends, json_string("cpu"));
+#ifdef WEFT_HAVE_CUDA
+    json_array_append_new(backends, json_string("cuda")); /* llama and qwen3 (see "cuda_families") */
+#endif
     json_object_set_new(root, "backends", backends);
-    json_object_set_new(root, "devices", json_array());
+    json_object_set_new(root, "devices", devices());
+    /* every family loads from all three formats on the CPU backend (tests/data: fixtures, gguf_hybrid) */
     json_t *fam = json_object();
-    const char *dense[] = {"llama", "qwen3"};
-    for (int i = 0; i < 2; i++) {
-        json_t *f = json_array();
-        json_array_append_new(f, json_string("safetensors"));
-        json_array_append_new(f, json_string("mlx-affine"));
-        json_array_append_new(f, json_string("gguf"));
-        json_object_set_new(fam, dense[i], f);
+    for (int f = WEFT_FAMILY_LLAMA; f <= WEFT_FAMILY_NEMOTRON_H; f++) {
+        json_t *fmts = json_array();
+        json_array_append_new(fmts, json_string("safetensors"));
+        json_array_append_new(fmts, json_string("mlx-affine"));
+        json_array_append_new(fmts, json_string("gguf"));
+        json_object_set_new(fam, weft_family_name((weft_family)f), fmts);
     }
     json_object_set_new(root, "families", fam);
+#ifdef WEFT_HAVE_CUDA
+    json_t *cf = json_array();
+    json_array_append_new(cf, json_string(weft_family_name(WEFT_FAMILY_LLAMA)));
+    json_array_append_new(cf, json_string(weft_family_name(WEFT_FAMILY_QWEN3)));
+    json_object_set_new(root, "cuda_families", cf);
+#endif
     json_t *formats = json_object();
     json_t *st = json_array(), *mlx = json_array(), *gguf = json_array();
     const char *st_types[] = {"F32", "F16", "BF16"};
@@ -46,6 +82,11 @@ int cmd_capabilities(const cli_options *o) {
     json_t *env = json_array();
     json_array_append_new(env, json_string("WEFT_API_KEY"));
     json_array_append_new(env, json_string("WEFT_NO_LIVE"));
+#ifdef WEFT_HAVE_CUDA /* measurement knobs of the CUDA backend (same bits; see src/backend/cuda) */
+    json_array_append_new(env, json_string("WEFT_CUDA_BASELINE"));
+    json_array_append_new(env, json_string("WEFT_CUDA_NO_PDL"));
+    json_array_append_new(env, json_string("WEFT_CUDA_TIMING_TWICE"));
+#endif
     json_object_set_new(root, "env", env);
     char *s = json_dumps(root, o->json ? JSON_COMPACT : JSON_INDENT(2));
     puts(s ? s : "{}");

@@ -120,7 +120,14 @@ def test_corrupt_safetensors_dir_exit_2(tmp_path):
 def test_capabilities_json():
     caps = json.loads(run("capabilities", "--json").stdout)
     assert caps["schema"] == 1 and "cpu" in caps["backends"]
-    assert "--port" in caps["serve"]["flags"] and "llama" in caps["families"]
+    assert "--port" in caps["serve"]["flags"]
+    # every family the CPU backend runs, each from all three formats (SPEC §2.2, §6)
+    for fam in ("llama", "qwen3", "qwen3_5", "qwen3_5_moe", "nemotron_h"):
+        assert caps["families"].get(fam) == ["safetensors", "mlx-affine", "gguf"], (fam, caps["families"])
+    for d in caps["devices"]:  # only with a CUDA build on a machine with a GPU
+        assert d["backend"] == "cuda" and d["chip"].startswith("nvidia-sm") and d["memory_bytes"] > 0
+    if "cuda" not in caps["backends"]:
+        assert caps["devices"] == []
 
 
 def test_help_on_every_command():

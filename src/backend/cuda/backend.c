@@ -21,6 +21,20 @@ int weft_cuda_device_count(void) {
     return n;
 }
 
+int weft_cuda_device_info(int device, char *name, size_t name_size, int *cc_major, int *cc_minor,
+                          size_t *memory_bytes) {
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    if (name && name_size) snprintf(name, name_size, "%s", p.name);
+    *cc_major = p.major;
+    *cc_minor = p.minor;
+    *memory_bytes = p.totalGlobalMem;
+    return 0;
+}
+
 size_t cu_kv_bytes(const cu_backend *b, int capacity) {
     return (size_t)b->L * 2 * (size_t)capacity * (size_t)(b->Hkv * b->d) * sizeof(float);
 }
