@@ -53,6 +53,9 @@ weft_status weft_qwen3_5_create(const weft_config *cfg, const weft_tensor_set *t
  * (naming the file / module), WEFT_EFORMAT (a module whose shapes fit no bit width), WEFT_ENOMEM. */
 weft_status weft_mtp_sidecar_load(const char *dir, weft_tensor_set *ts, bool *loaded, weft_err *err);
 
+/* True when ts holds any tensor whose name starts with "mtp." (a checkpoint or sidecar MTP draft head). */
+bool weft_mtp_present(const weft_tensor_set *ts);
+
 /* Picks the constructor for cfg->family. */
 weft_status weft_family_create(const weft_config *cfg, const weft_tensor_set *ts,
                                const weft_family_opts *opts, weft_family_model *out, weft_err *err);

@@ -1,6 +1,6 @@
 /* weft info MODEL: family, format, quantization, context, weights bytes, memory estimate (SPEC §2). */
-#include "families/mtp.h"
 #include "load.h"
+#include "weft/families.h"
 
 #include <stdio.h>
 

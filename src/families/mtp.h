@@ -124,9 +124,6 @@ weft_status weft_mtp_discard(weft_family_model *fm, const mtp_head_vt *vt, void 
 /* The trunk model behind fm: fm->self, or the wrapped trunk when fm has a head (for internal accessors). */
 void *weft_mtp_trunk(const weft_family_model *fm);
 
-/* True when ts holds any tensor whose name starts with "mtp.". */
-bool weft_mtp_present(const weft_tensor_set *ts);
-
 /* A 2-D weight [rows, cols] named name (WEFT_EFORMAT "<family>: missing tensor NAME" / wrong shape). */
 const weft_tensor *weft_mtp_mat(const weft_tensor_set *ts, const char *family, const char *name, int64_t rows,
                                 int64_t cols, weft_err *err);
