@@ -49,6 +49,12 @@ uint16_t weft_f32_to_bf16(float f);
 /* Monotonic clock in seconds. */
 double weft_now(void);
 
+/* Reads the whole file at path into a NUL-terminated heap buffer: *buf (the caller frees it) and, when len is
+ * non-NULL, *len = bytes before the NUL. Reads to end of file, so pipes and /proc files work. Errors (*buf
+ * NULL): WEFT_EIO "PATH: cannot open: REASON" or "PATH: read error", WEFT_ENOMEM "PATH: out of memory
+ * reading". */
+weft_status weft_read_file(const char *path, char **buf, size_t *len, weft_err *err);
+
 #ifdef __cplusplus
 }
 #endif

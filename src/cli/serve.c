@@ -109,22 +109,6 @@ static int collect_keys(const cli_options *o, keyring *k) {
     return 0;
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 int cmd_serve(const cli_options *o) {
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -245,9 +229,8 @@ int cmd_serve(const cli_options *o) {
         goto out;
     }
     if (o->chat_template) {
-        template_src = read_file(o->chat_template);
-        if (!template_src) {
-            fprintf(stderr, "weft: --chat-template %s: %s\n", o->chat_template, strerror(errno));
+        if (weft_read_file(o->chat_template, &template_src, NULL, &err)) {
+            fprintf(stderr, "weft: --chat-template %s\n", err.msg);
             rc = 2;
             goto out;
         }

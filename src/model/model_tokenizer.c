@@ -131,22 +131,6 @@ static bool exists(const char *path) {
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 weft_status weft_model_tokenizer_from_dir(weft_model *m, weft_err *err) {
     char tj[4096], tc[4096], jj[4096];
     snprintf(tj, sizeof tj, "%s/tokenizer.json", m->path);
@@ -158,7 +142,9 @@ weft_status weft_model_tokenizer_from_dir(weft_model *m, weft_err *err) {
     take_specials(m);
     if (exists(jj)) { /* transformers prefers chat_template.jinja over the config's field */
         free(m->chat_template);
-        m->chat_template = read_text(jj);
+        m->chat_template = NULL;
+        st = weft_read_file(jj, &m->chat_template, NULL, err);
+        if (st) return st;
     }
     return WEFT_OK;
 }

@@ -1,8 +1,10 @@
 /* Status names, error records, half-precision conversions, clock. */
 #include "weft/common.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -101,4 +103,37 @@ double weft_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+weft_status weft_read_file(const char *path, char **buf, size_t *len, weft_err *err) {
+    *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return weft_err_set(err, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char *b = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (cap - n < 4096) { /* room for a read and the final NUL */
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(b, cap + 1);
+            if (!nb) {
+                free(b);
+                fclose(f);
+                return weft_err_set(err, WEFT_ENOMEM, "%s: out of memory reading", path);
+            }
+            b = nb;
+        }
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    const bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(b);
+        return weft_err_set(err, WEFT_EIO, "%s: read error", path);
+    }
+    b[n] = 0;
+    *buf = b;
+    if (len) *len = n;
+    return WEFT_OK;
 }

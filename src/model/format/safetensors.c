@@ -425,38 +425,6 @@ weft_status weft_safetensors_load_dir(const char *dir, weft_tensor_set *set, wef
 
 /* ---- whole checkpoint ---- */
 
-static weft_status read_text(const char *path, char **out, weft_err *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return weft_err_set(err, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return weft_err_set(err, WEFT_ENOMEM, "%s: out of memory reading", path);
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return weft_err_set(err, WEFT_EIO, "%s: read error", path);
-    }
-    buf[len] = 0;
-    *out = buf;
-    return WEFT_OK;
-}
-
 weft_status weft_safetensors_load_checkpoint(const char *dir, weft_tensor_set *set,
                                              weft_checkpoint_info *info, weft_err *err) {
     weft_checkpoint_info local;
@@ -467,7 +435,7 @@ weft_status weft_safetensors_load_checkpoint(const char *dir, weft_tensor_set *s
     char *cfg_path = join_path(dir, "config.json");
     if (!cfg_path) return weft_err_set(err, WEFT_ENOMEM, "out of memory");
     char *text;
-    st = read_text(cfg_path, &text, err);
+    st = weft_read_file(cfg_path, &text, NULL, err);
     free(cfg_path);
     if (st) return st;
     st = weft_mlx_fold(set, text, &info->mlx, err);

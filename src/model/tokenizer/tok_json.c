@@ -371,38 +371,13 @@ weft_status weft_tokenizer_from_hf_json(const char *json, size_t len, const char
     return WEFT_OK;
 }
 
-static weft_status read_file(const char *path, char **buf, size_t *len, weft_err *err) {
-    *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return weft_err_set(err, WEFT_EIO, "%s: cannot open", path);
-    tok_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (tok_buf_put(&b, chunk, n)) {
-            fclose(f);
-            tok_buf_free(&b);
-            return weft_err_set(err, WEFT_ENOMEM, "%s: out of memory reading", path);
-        }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        tok_buf_free(&b);
-        return weft_err_set(err, WEFT_EIO, "%s: read error", path);
-    }
-    if (!b.p && tok_buf_put(&b, "", 1)) return weft_err_set(err, WEFT_ENOMEM, "%s: out of memory", path);
-    *buf = b.p;
-    *len = b.n;
-    return WEFT_OK;
-}
-
 weft_status weft_tokenizer_load_hf(const char *tokenizer_json_path, const char *config_path,
                                    weft_tokenizer **out, weft_err *err) {
     if (!tokenizer_json_path || !out) return weft_err_set(err, WEFT_EINVAL, "tokenizer: NULL argument");
     char *json = NULL, *cfg = NULL;
     size_t len = 0, cfg_len = 0;
-    weft_status st = read_file(tokenizer_json_path, &json, &len, err);
-    if (!st && config_path) st = read_file(config_path, &cfg, &cfg_len, err);
+    weft_status st = weft_read_file(tokenizer_json_path, &json, &len, err);
+    if (!st && config_path) st = weft_read_file(config_path, &cfg, &cfg_len, err);
     if (!st) st = weft_tokenizer_from_hf_json(json, len, cfg, cfg_len, tokenizer_json_path, out, err);
     free(json);
     free(cfg);
