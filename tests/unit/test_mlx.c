@@ -8,16 +8,11 @@
 
 #define VEC TEST_DATA "mlx/vectors.safetensors"
 
+/* The file's bytes, NUL-terminated (NULL when it cannot be read). */
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    b[fread(b, 1, (size_t)n, f)] = 0;
-    fclose(f);
-    return b;
+    char *b = NULL;
+    weft_err err = {0};
+    return weft_read_file(path, &b, NULL, &err) ? NULL : b;
 }
 
 static weft_tensor_set *load_vectors(void) {

@@ -11,21 +11,11 @@
 
 #define DIR TEST_DATA "templates/"
 
+/* The file's bytes, NUL-terminated (NULL when it cannot be read). */
 static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)len + 1);
-    if (s && fread(s, 1, (size_t)len, f) != (size_t)len) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) s[len] = 0;
-    *n = (size_t)len;
-    return s;
+    char *s = NULL;
+    weft_err err = {0};
+    return weft_read_file(path, &s, n, &err) ? NULL : s;
 }
 
 static weft_template *load_template(const char *file) {
