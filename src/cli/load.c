@@ -89,9 +89,24 @@ int cli_threads(const cli_options *o) {
     return n > 0 ? (int)n : 1;
 }
 
-void cli_fit_drafts(weft_engine_config *ec, int rows) {
+int cli_engine_start(weft_engine_config *ec, weft_backend *be, int rows, bool no_drafts,
+                     weft_drafter *drafter, weft_engine **eng) {
     if (ec->max_draft > rows - 1) ec->max_draft = rows - 1;
     if (ec->max_model_draft > rows - 1) ec->max_model_draft = rows - 1;
+    weft_err err = {0};
+    if (!no_drafts) {
+        weft_copy_drafter_config dc = {.max_slots = ec->parallel, .capacity = ec->capacity};
+        if (weft_copy_drafter_new(&dc, drafter, &err)) {
+            fprintf(stderr, "weft: %s\n", err.msg);
+            return 2;
+        }
+        ec->drafter = drafter;
+    }
+    if (weft_engine_new(ec, be, eng, &err) || weft_engine_start(*eng, &err)) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        return 2;
+    }
+    return 0;
 }
 
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s) {

@@ -20,8 +20,12 @@ int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con,
 int cli_threads(const cli_options *o);
 /* Sampling defaults: generation_config, then command-line flags. */
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s);
-/* Caps ec's draft depths (max_draft, and max_model_draft when positive) at rows − 1: a drafted window is one
- * forward of at most `rows` rows (the backend's row budget, --chunk). */
-void cli_fit_drafts(weft_engine_config *ec, int rows);
+/* The engine of `run` and `serve` over be: caps ec's draft depths (max_draft, and max_model_draft when
+ * positive) at rows − 1 (a drafted window is one forward of at most `rows` rows, the backend's row budget,
+ * --chunk); unless no_drafts, makes the copy drafter for ec->parallel streams of ec->capacity positions into
+ * *drafter and sets ec->drafter; then creates and starts *eng. Prints the error and returns 2 on failure
+ * (what was made stays in *drafter / *eng for the caller to free), else 0. */
+int cli_engine_start(weft_engine_config *ec, weft_backend *be, int rows, bool no_drafts,
+                     weft_drafter *drafter, weft_engine **eng);
 
 #endif

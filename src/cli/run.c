@@ -207,21 +207,8 @@ int cmd_run(const cli_options *o) {
                              .eos_ids = m->cfg.eos_token_ids,
                              .n_eos = m->cfg.n_eos,
                              .max_draft = o->no_drafts ? 0 : 8};
-    cli_fit_drafts(&ec, rows);
-    if (!o->no_drafts) {
-        weft_copy_drafter_config dc = {.max_slots = 1, .capacity = ctx};
-        if (weft_copy_drafter_new(&dc, &drafter, &err)) {
-            fprintf(stderr, "weft: %s\n", err.msg);
-            rc = 2;
-            goto out;
-        }
-        ec.drafter = &drafter;
-    }
-    if (weft_engine_new(&ec, &be, &eng, &err) || weft_engine_start(eng, &err)) {
-        fprintf(stderr, "weft: %s\n", err.msg);
-        rc = 2;
-        goto out;
-    }
+    rc = cli_engine_start(&ec, &be, rows, o->no_drafts, &drafter, &eng);
+    if (rc) goto out;
     weft_request req = {0};
     req.prompt = prompt;
     req.n_prompt = n_prompt;

@@ -213,21 +213,8 @@ int cmd_serve(const cli_options *o) {
                                                 : o->mtp_drafts == 0 ? -1
                                                                      : o->mtp_drafts};
     if (ec.max_model_draft > ec.max_draft && !o->no_drafts) ec.max_draft = ec.max_model_draft;
-    cli_fit_drafts(&ec, rows); /* a drafted window is one forward: at most --chunk rows */
-    if (!o->no_drafts) {
-        weft_copy_drafter_config dc = {.max_slots = plan.slots, .capacity = plan.context};
-        if (weft_copy_drafter_new(&dc, &drafter, &err)) {
-            fprintf(stderr, "weft: %s\n", err.msg);
-            rc = 2;
-            goto out;
-        }
-        ec.drafter = &drafter;
-    }
-    if (weft_engine_new(&ec, &be, &eng, &err) || weft_engine_start(eng, &err)) {
-        fprintf(stderr, "weft: %s\n", err.msg);
-        rc = 2;
-        goto out;
-    }
+    rc = cli_engine_start(&ec, &be, rows, o->no_drafts, &drafter, &eng);
+    if (rc) goto out;
     if (o->chat_template) {
         if (weft_read_file(o->chat_template, &template_src, NULL, &err)) {
             fprintf(stderr, "weft: --chat-template %s\n", err.msg);
