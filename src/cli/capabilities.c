@@ -32,6 +32,10 @@ static json_t *devices(void) {
 }
 
 int cmd_capabilities(const cli_options *o) {
+    if (o->model) {
+        fprintf(stderr, "weft capabilities: unexpected argument '%s' (it takes only --json)\n", o->model);
+        return 2;
+    }
     json_t *root = json_object();
     json_object_set_new(root, "schema", json_integer(1));
     json_object_set_new(root, "version", json_string("0.1.0"));

@@ -61,7 +61,8 @@ const cli_flag weft_cli_flags[] = {
     {"--streams", FLAG_INT, CMD_BENCH, OFF(streams), 0, "1",
      "also decode this many streams in shared rounds"},
     {"--chunk", FLAG_INT, CMD_BENCH | SRV | RUN, OFF(chunk), 0, "256",
-     "prefill rows per forward (a round's row budget; replies do not depend on it)"},
+     "prefill rows per forward (a round's row budget, at most the context; 0 = the default; replies do not "
+     "depend on it)"},
     {"--json", FLAG_BOOL, CMD_CAPS, OFF(json), 0, "", "JSON output"},
 };
 const int weft_cli_n_flags = (int)(sizeof weft_cli_flags / sizeof weft_cli_flags[0]);

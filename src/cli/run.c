@@ -195,7 +195,8 @@ int cmd_run(const cli_options *o) {
         }
         max_tokens = ctx - n_prompt;
     }
-    const int rows = o->chunk > 0 ? o->chunk : 256; /* prefill rows per forward */
+    int rows = o->chunk > 0 ? o->chunk : 256; /* prefill rows per forward, at most the context */
+    if (rows > ctx) rows = ctx;
     weft_backend_opts bo = {o->backend, cli_threads(o), 1, rows, ctx};
     if (weft_model_backend(m, &bo, &be, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);

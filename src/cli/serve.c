@@ -186,7 +186,10 @@ int cmd_serve(const cli_options *o) {
         }
         parallel = (int)v;
     }
-    const int rows = o->chunk > 0 ? o->chunk : 256; /* a round's row budget: prefill chunks, decode rows */
+    /* a round's row budget (prefill chunks, decode rows, drafted windows): --chunk, at most the context */
+    const int ctx_cap = o->context > 0 ? o->context : weft_model_context(m);
+    int rows = o->chunk > 0 ? o->chunk : 256;
+    if (ctx_cap > 0 && rows > ctx_cap) rows = ctx_cap;
     weft_backend_opts bo = {o->backend, cli_threads(o), parallel, rows, o->context};
     weft_backend_plan plan;
     if (weft_model_backend_plan(m, &bo, &be, &plan, &err)) {
@@ -241,8 +244,9 @@ int cmd_serve(const cli_options *o) {
     }
     /* The draft source the engine really uses: the model's MTP head when the backend has one and
      * --mtp-drafts allows it (the copy drafter then fills in when the head has nothing), else copy. */
-    bool mtp = !o->no_drafts && be.ops->draft && ec.max_model_draft >= 0;
-    const char *drafts = o->no_drafts ? "off" : mtp ? "mtp head + copy" : "copy";
+    const bool drafting = !o->no_drafts && ec.max_draft > 0; /* --chunk 1 leaves no room for a draft */
+    bool mtp = drafting && be.ops->draft && ec.max_model_draft >= 0;
+    const char *drafts = !drafting ? "off" : mtp ? "mtp head + copy" : "copy";
     weft_console_printf(
         &con,
         "weft: serving %s on http://%s:%d (%s, %d streams x %d positions, %.1f MiB state each, "

@@ -67,6 +67,22 @@ def test_bad_chunk_named(value):
     assert "--chunk" in p.stderr, p.stderr
 
 
+def test_chunk_capped_at_context(tmp_path):
+    """A --chunk past the context is a row budget nobody can use: it is capped (same reply, no huge buffers)."""
+    reps = []
+    for chunk in ("65536", "64"):
+        rep = tmp_path / f"c{chunk}.json"
+        run("run", "--prompt", PROMPT, "--temperature", "0", "--max-tokens", "8", "--context", "64", "--chunk",
+            chunk, "--report", str(rep))
+        reps.append(json.loads(rep.read_text())["token_ids"])
+    assert reps[0] == reps[1]
+
+
+def test_capabilities_rejects_extra_argument():
+    p = run("capabilities", "--json", "extra", check=False)
+    assert p.returncode == 2 and "extra" in p.stderr
+
+
 def test_capabilities_lists_chunk_for_serve():
     caps = json.loads(run("capabilities", "--json").stdout)
     flags = caps["serve"]["flags"]
