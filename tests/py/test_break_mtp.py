@@ -22,12 +22,12 @@ import os
 import random
 import subprocess
 
-import gguf
 import httpx
 import numpy as np
 import pytest
 
 from e2e_util import FIXTURES, ROOT, require_bin, serving
+from gguf_edit import gguf_rewrite
 
 DATA = ROOT / "tests" / "data"
 HEAD = DATA / "mtp" / "mtp-qwen3_5-bf16.gguf"
@@ -113,27 +113,6 @@ def test_info_no_head_for_models_without_one():
         assert "none (copy drafts)" in draft_head_line(FIXTURES / hub)
 
 
-def rewrite(dst, kv=None, tensors=None):
-    """A copy of HEAD with the metadata values in kv and the tensors (name: numpy array) in tensors replaced."""
-    kv, tensors = kv or {}, tensors or {}
-    r = gguf.GGUFReader(HEAD)
-    w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
-    for name, f in r.fields.items():
-        if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment"):
-            continue
-        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(name, kv.get(name, f.contents()), f.types[0], sub_type=sub)
-    for t in r.tensors:
-        if t.name in tensors:
-            w.add_tensor(t.name, tensors[t.name])
-        else:
-            w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 MISFITS = {  # a head that does not fit the model: (rewrite args, the reason named for the exact file name)
     "hidden": (dict(kv={"qwen35.embedding_length": 96}), "embedding_length 96, the model's is 64"),
     "blocks": (dict(kv={"qwen35.block_count": 6}), "its NextN blocks follow 5 blocks, the model has 4"),
@@ -146,7 +125,7 @@ MISFITS = {  # a head that does not fit the model: (rewrite args, the reason nam
 @pytest.mark.parametrize("case", MISFITS)
 def test_misfit_head_exact_is_an_error_candidate_is_no_head(model_dir, plain_sha, case):
     kw, why = MISFITS[case]
-    rewrite(model_dir / "mtp-m.gguf", **kw)
+    gguf_rewrite(HEAD, model_dir / "mtp-m.gguf", **kw)
     one_line_error(run_report(model_dir, model_dir / "m.gguf")[0], "is not an MTP head file for", why)
     os.rename(model_dir / "mtp-m.gguf", model_dir / "mtp-z.gguf")
     p, r = run_report(model_dir, model_dir / "m.gguf")
@@ -154,7 +133,8 @@ def test_misfit_head_exact_is_an_error_candidate_is_no_head(model_dir, plain_sha
 
 
 def test_fitting_head_with_wrong_tensor_shape_is_an_error(model_dir):
-    rewrite(model_dir / "mtp-z.gguf", tensors={"blk.4.nextn.eh_proj.weight": np.zeros((64, 100), np.float32)})
+    gguf_rewrite(HEAD, model_dir / "mtp-z.gguf",
+                 tensors={"blk.4.nextn.eh_proj.weight": np.zeros((64, 100), np.float32)})
     one_line_error(run_report(model_dir, model_dir / "m.gguf")[0], "mtp-z.gguf", "blk.4.nextn.eh_proj.weight")
 
 

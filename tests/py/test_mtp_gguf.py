@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from e2e_util import FIXTURES, ROOT, require_bin, serving
+from gguf_edit import gguf_rewrite
 
 DATA = ROOT / "tests" / "data"
 PROMPT = ",".join(str(i) for i in range(1, 40))  # no repeated n-gram: copy drafts find nothing in the prompt
@@ -79,38 +80,18 @@ def test_gguf_without_nextn_runs():
     assert p.returncode == 0, p.stderr
 
 
-def rewrite(src, dst, drop=(), add_kv=None):
-    """A copy of the GGUF src without the tensors in drop, with add_kv {key: (value, type)} added (gguf-py)."""
-    r = gguf.GGUFReader(src)
-    w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
-    for name, f in r.fields.items():
-        if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment"):
-            continue
-        sub = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
-    for k, (v, vt) in (add_kv or {}).items():
-        w.add_key_value(k, v, vt)
-    for t in r.tensors:
-        if t.name not in drop:
-            w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 @pytest.mark.parametrize("stem", ["eh_proj", "enorm", "hnorm", "shared_head_norm"])
 def test_head_file_missing_a_nextn_tensor(tmp_path, stem):
     (tmp_path / "m.gguf").symlink_to(DATA / "mtp" / "qwen3_5-bf16.gguf")
     name = f"blk.4.nextn.{stem}.weight"
-    rewrite(DATA / "mtp" / "mtp-qwen3_5-bf16.gguf", tmp_path / "mtp-m.gguf", drop={name})
+    gguf_rewrite(DATA / "mtp" / "mtp-qwen3_5-bf16.gguf", tmp_path / "mtp-m.gguf", drop={name})
     p = weft("run", tmp_path / "m.gguf", "--tokens", "1,2,3", "--max-tokens", "2")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert f"lacks tensor {name}" in p.stderr and "mtp-m.gguf" in p.stderr, p.stderr
 
 
 def test_model_file_missing_a_layer_tensor_of_its_nextn_block(tmp_path):
-    rewrite(DATA / "gguf_hybrid" / "qwen3_5-f32.gguf", tmp_path / "m.gguf", drop={"blk.4.attn_k.weight"})
+    gguf_rewrite(DATA / "gguf_hybrid" / "qwen3_5-f32.gguf", tmp_path / "m.gguf", drop={"blk.4.attn_k.weight"})
     p = weft("run", tmp_path / "m.gguf", "--tokens", "1,2,3", "--max-tokens", "2")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert "mtp.layers.0.self_attn.k_proj.weight" in p.stderr, p.stderr
@@ -118,7 +99,7 @@ def test_model_file_missing_a_layer_tensor_of_its_nextn_block(tmp_path):
 
 def test_nemotron_nextn_blocks_refused(tmp_path):
     # llama.cpp's converter has no NextN export for Nemotron-H: a file claiming NextN blocks is refused by name
-    rewrite(DATA / "gguf_hybrid" / "nemotron_h_moe-f16.gguf", tmp_path / "n.gguf",
+    gguf_rewrite(DATA / "gguf_hybrid" / "nemotron_h_moe-f16.gguf", tmp_path / "n.gguf",
             add_kv={"nemotron_h_moe.nextn_predict_layers": (1, gguf.GGUFValueType.UINT32)})
     p = weft("run", tmp_path / "n.gguf", "--tokens", "1,2,3", "--max-tokens", "2")
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
