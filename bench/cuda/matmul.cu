@@ -348,7 +348,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
            (long long)K, bad ? "FAIL" : "ok");
     if (timing) {
         auto flush = [&] { CK(cudaMemsetAsync(g_flush, (int)(g_flush_n++ & 0x7f), kFlushBytes, 0)); };
-        const weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
+        weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
         auto old_mm = [&](int M) { return [&, M] { weft_cu_matmul(&W.w, dx, K, M, dy, N, nullptr, 0, 0); }; };
         auto new_mm = [&](int M) { return [&, M] { weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0); }; };
         CK(weft_cu_xq_prep(dx, K, 256, &xq, 0));
@@ -404,16 +404,18 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                    24;
         };
         const double so1 = stream_ms(false, 1), sn1 = stream_ms(true, 1), sn16 = stream_ms(true, 16);
+        e.no_x1s = 1; // the one-row kernel without the shared-memory row (session 5), for comparison
+        const double sx1 = stream_ms(true, 1);
+        e.no_x1s = 0;
         for (int c = 1; c < ncopy; c++) {
             cudaFree(cp[c].q);
             cudaFree(cp[c].s);
             cudaFree(cp[c].b);
         }
         CK(cudaGetLastError());
-        printf("\n    back to back (graph-like, cold): M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s | "
-               "new M=16 "
-               "%.4f ms",
-               so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sn16);
+        printf("\n    back to back (graph-like, cold): M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s "
+               "(without the shared row %.4f ms %5.0f GB/s) | new M=16 %.4f ms",
+               so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sx1, W.w.bytes / sx1 / 1e6, sn16);
         printf("\n    M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s (hot %.4f ms %5.0f GB/s) | prep "
                "%.4f ms"
                "\n    M=4 %.4f / %.4f | M=16 %.4f / %.4f | M=256 %.3f / %.3f ms (%.1f / %.1f TFLOP/s)",

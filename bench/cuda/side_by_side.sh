@@ -144,8 +144,8 @@ fi
 
 if has ncu; then
     run ncu 150 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --csv \
-        --launch-skip 400 --launch-count 700 /tmp/w/weft bench $M --backend cuda --prompt-len 32 --gen-len 8 \
-        --repeat 1
+        --launch-skip ${NCU_SKIP:-400} --launch-count 700 /tmp/w/weft bench $M --backend cuda \
+        --prompt-len ${NCU_PROMPT:-32} --gen-len 8 --repeat 1 --chunk 1024
     python3 - "$LOG/ncu.log" <<'EOF'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
@@ -164,8 +164,8 @@ fi
 
 if has ncu2; then
     run ncu2 200 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
-        --section WarpStateStats --section SchedulerStats -k 'regex:attn_span|rope_store|rmsnorm|q4x' \
-        --launch-skip 300 --launch-count 5 /tmp/w/weft bench $M --backend cuda --prompt-len 600 --gen-len 4 \
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+        -k "${NCU2_K:-regex:attn_span|rope_store|rmsnorm|q4x}" --launch-skip ${NCU2_SKIP:-300} --launch-count 5 /tmp/w/weft bench $M --backend cuda --prompt-len 600 --gen-len 4 \
         --repeat 1 --chunk 600
 fi
 

@@ -16,23 +16,13 @@
 #include "cuda_kernels.h"
 #include "attn_common.cuh"
 #include "pdl.cuh"
+#include "cp_async.cuh"
 
 namespace {
 
 constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
 constexpr int kWarps = 8;                    // a block's row-heads: kWarps · kRH (kRH per warp, 8 or 4)
 constexpr int kMaxD = 128, kDJ = kMaxD / 32; // head dims per lane: c = lane + 32·jj
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Shared memory: q [64][DP], then per buffer b: K [KB][DP], V [KB][DP]; DP = d + 4 (16-byte rows, no bank
 // conflicts when each lane reads its own key row); then per warp the block's probabilities [KB][8].
@@ -62,9 +52,9 @@ __global__ void __launch_bounds__(kWarps * 32, kRH == 4 ? 2 : 1)
         for (int idx = tid; idx < 2 * nrow * d4; idx += kWarps * 32) {
             const int which = idx / (nrow * d4), rem = idx % (nrow * d4), rr = rem / d4, c4 = rem % d4;
             const float *src = (which ? Vc : Kc) + (size_t)(t0 + rr) * kvd + 4 * c4;
-            cp_async16((which ? Vs : Ks) + rr * DP + 4 * c4, src);
+            cp_async<16>((which ? Vs : Ks) + rr * DP + 4 * c4, src, true);
         }
-        cp_async_commit();
+        cp_commit();
     };
     issue(0);
     for (int i = tid; i < kRowHeads * d; i += kWarps * 32) {
@@ -90,9 +80,9 @@ __global__ void __launch_bounds__(kWarps * 32, kRH == 4 ? 2 : 1)
     for (int kb = 0; kb < nkb; kb++) {
         if (kb + 1 < nkb) {
             issue(kb + 1);
-            cp_async_wait<1>();
+            cp_wait<1>();
         } else {
-            cp_async_wait<0>();
+            cp_wait<0>();
         }
         __syncthreads();
         const float *Ks = kv0 + (size_t)(kb & 1) * 2 * KB * DP, *Vs = Ks + KB * DP;

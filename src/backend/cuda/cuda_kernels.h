@@ -116,8 +116,11 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_RQ4): 5..16 rows as 4 activation quads per block (session 3's
      * kernel) instead of one quad per block; the same bits */
     int quads4;
+    /* timing experiments only (WEFT_CU_T_NO_X1S): one row without the shared-memory copy of its words (the
+     * session 5 kernel); the same bits */
+    int no_x1s;
     /* timing experiments only, the same bits: 0 = the GEMM where it pays (weft_cu_gemm_q4x), -1 = never
-     * (WEFT_CU_T_NO_GEMM), 2 = the wgmma GEMM where it takes the layout (WEFT_CU_T_WGMMA, unverified) */
+     * (WEFT_CU_T_NO_GEMM), 2 = the wgmma GEMM where it takes the layout (WEFT_CU_T_WGMMA) */
     int gemm;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);

@@ -112,8 +112,9 @@ enum {
     WEFT_CU_T_RQ4 = 512,      /* not a stage: 5..16-row 4-bit matmuls with 4 quads per block (weft_cu_epi) */
     WEFT_CU_T_NO_GEMM = 1024, /* not a stage: 64+-row 4-bit matmuls without the GEMM (weft_cu_epi) */
     WEFT_CU_T_ATTN_RH8 =
-        2048,              /* not a stage: tiled attention with 8 row-heads per warp (session 3's shape) */
-    WEFT_CU_T_WGMMA = 4096 /* not a stage: the wgmma GEMM (gemm_q4w.cu, not yet verified on a GPU) */
+        2048,               /* not a stage: tiled attention with 8 row-heads per warp (session 3's shape) */
+    WEFT_CU_T_WGMMA = 4096, /* not a stage: the wgmma GEMM (gemm_q4w.cu; same bits, measured slower) */
+    WEFT_CU_T_NO_X1S = 8192 /* not a stage: 1-row 4-bit matmuls without the shared-memory row (weft_cu_epi) */
 };
 
 #endif

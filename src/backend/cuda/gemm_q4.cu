@@ -17,6 +17,7 @@
 #include "cuda_kernels.h"
 #include "pdl.cuh"
 #include "q4_mma.cuh"
+#include "cp_async.cuh"
 
 namespace {
 
@@ -25,29 +26,6 @@ constexpr int GR = 64; // activation rows per block
 constexpr int NST = 3; // K blocks of copies in flight
 constexpr int WQ = 8;  // activation quads per warp: 8 warps of 2 tiles x 32 rows
 constexpr int NTHR = 32 * 4 * (GR / (4 * WQ));
-
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-// Copies `bytes` (4, 8 or 16) from global to shared memory asynchronously; with ok false, writes zeros.
-template <int BYTES> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
-    if constexpr (BYTES == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                     "r"(ok ? 16 : 0)
-                     : "memory");
-    } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem_addr(dst)), "l"(src),
-                     "n"(BYTES), "r"(ok ? BYTES : 0)
-                     : "memory");
-    }
-}
-__device__ __forceinline__ void cp_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void cp_wait() {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 // One pipeline stage: K block kb of the block's 8 tiles and 64 activation rows.
 template <int MODE, int SDT, int SB, int GPB> struct alignas(16) GStage {

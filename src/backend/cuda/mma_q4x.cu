@@ -16,6 +16,7 @@
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
 #include "pdl.cuh"
+#include "cp_async.cuh"
 
 namespace {
 
@@ -121,12 +122,22 @@ __device__ __forceinline__ void q4x_load_x1(uint4 (&xv)[SB], float (&sv)[SB], co
 // (RQ == 1) the next block's activations loaded one step ahead. Lane (g = lane / 4, t = lane % 4), per
 // activation quad q: B column g = activation row 4q + g/2, part g % 2; C fragment: tile rows g, g + 8 for
 // activation row 4q + t.
-template <int MODE, int SDT, int SB, int GPB, int RQ>
-__global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__restrict__ XF,
-                                                  const float *__restrict__ XS, int M, weft_cu_epi epi) {
+// X1S (M == 1, batch-1 decode): each warp copies the activation row's words and sums of its own K blocks
+// into shared memory with cp.async right after its weight loads (one memory round trip for both, no block
+// barrier), and reads each K block's B words from there when needed — no activation registers carried
+// between steps, so the kernel fits 80 registers and three 8-warp blocks per SM (the measured limit was
+// latency at 16 warps per SM with 125 registers, bench/NOTES.md session 6). Same words, same mma: same bits.
+// (Register bounds: the OFF8 instantiations are held to three 8-warp blocks per SM with X1S and two without;
+// the affine ones carry biases too and would spill, so they are left to the compiler.)
+template <int MODE, int SDT, int SB, int GPB, int RQ, bool X1S = false>
+__global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
+                                       : X1S                  ? 3
+                                       : RQ == 1              ? 2
+                                                              : 1)
+    q4x_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M,
+               weft_cu_epi epi) {
     constexpr int D = RQ == 8 ? 2 : RQ == 4 ? 3 : 4; // K blocks of loads in flight per warp
-    extern __shared__ float red[];                   // [KW − 1][RQ][2][32]: the warps' sums
-    weft_pdl_enter();
+    extern __shared__ float red[]; // [KW − 1][RQ][2][32]: the warps' sums; X1S: then x words [nsub][32], sums
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5);
     const int g = lane >> 2, t = lane & 3;
     // RQ == 1 with several row groups: the groups of one tile are consecutive blocks (they share its weight
@@ -144,6 +155,24 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
 #pragma unroll
     for (int s = 0; s < D; s++)
         if (s < mine) st[s].load(w, qb, tile, nblk, warp + s * KW, ng, g);
+    weft_pdl_enter(); // the weights' first loads are in flight (pdl.cuh); activations only after this
+    uint32_t *xs = reinterpret_cast<uint32_t *>(red + (KW - 1) * RQ * 64);
+    float *xsum = reinterpret_cast<float *>(xs + nsub * 32);
+    // X1S: K block kb's words are SB·32 u32 at kb·SB·32 (16 bytes per lane and copy), in two groups — the
+    // first D blocks (waited for before the loop) and the rest (waited for at block D), so a warp with many K
+    // blocks starts on its first ones without waiting for all of its row.
+    if constexpr (X1S) {
+        for (int i = 0; i < mine; i++) {
+            const int64_t o = (int64_t)(warp + i * KW) * SB;
+            if (lane < SB * 8) cp_async<16>(xs + o * 32 + 4 * lane, XF + o * 32 + 4 * lane, true);
+            if (MODE == WEFT_CU_AFFINE && lane == 0) cp_async<4 * SB>(xsum + o, XS + o, true);
+            if (i == D - 1) cp_commit();
+        }
+        if (mine < D) cp_commit();
+        cp_commit();
+        cp_wait<1>();
+        __syncwarp();
+    }
     float acc[RQ][2], C[RQ][4], sxg[RQ];
 #pragma unroll
     for (int q = 0; q < RQ; q++) {
@@ -159,7 +188,7 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
         xc[j] = make_uint4(0u, 0u, 0u, 0u);
         sc[j] = 0.0f;
     }
-    if (RQ == 1 && mine > 0) q4x_load_x1<MODE, SB>(xc, sc, xlane, XS, nsub, M, warp, g, t, row0);
+    if (RQ == 1 && !X1S && mine > 0) q4x_load_x1<MODE, SB>(xc, sc, xlane, XS, nsub, M, warp, g, t, row0);
     for (int i0 = 0; i0 < mine; i0 += D) {
 #pragma unroll
         for (int s = 0; s < D; s++) {
@@ -167,7 +196,20 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
             if (i < mine) { // warp-uniform
                 uint4 xn[SB];
                 float sn[SB];
-                if (RQ == 1) {
+                if constexpr (X1S) { // this block's B words of row 0 (lanes g < 2) and its sums (lane t 0)
+                    if (i == D) {
+                        cp_wait<0>();
+                        __syncwarp();
+                    }
+                    const int kb = warp + i * KW;
+#pragma unroll
+                    for (int j = 0; j < SB; j++) {
+                        const int64_t u = (int64_t)kb * SB + j;
+                        xc[j] = g < 2 ? *reinterpret_cast<const uint4 *>(xs + u * 32 + (g & 1) * 16 + 4 * t)
+                                      : make_uint4(0u, 0u, 0u, 0u);
+                        sc[j] = (MODE == WEFT_CU_AFFINE && t == 0) ? xsum[u] : 0.0f;
+                    }
+                } else if (RQ == 1) {
                     if (i + 1 < mine) {
                         q4x_load_x1<MODE, SB>(xn, sn, xlane, XS, nsub, M, warp + (i + 1) * KW, g, t, row0);
                     } else {
@@ -180,7 +222,7 @@ __global__ void __launch_bounds__(256) q4x_kernel(WDev w, const uint32_t *__rest
                 }
                 q4x_block<MODE, SDT, SB, GPB, RQ>(st[s], xc, sc, xlane, XS, nsub, M, row0, warp + i * KW, g,
                                                   t, acc, C, sxg);
-                if (RQ == 1) {
+                if (RQ == 1 && !X1S) {
 #pragma unroll
                     for (int j = 0; j < SB; j++) {
                         xc[j] = xn[j];
@@ -239,14 +281,24 @@ __global__ void xq_prep_kernel(const float *__restrict__ X, int64_t ldx, int M, 
     if (ok && (c & 3) == 0) S[i * nsub + u] = s;
 }
 
-template <int MODE, int SDT, int SB, int GPB, int RQ>
+// X1S for K up to this: measured faster at K = 4096 (q|k|v +23%, gate|up +20%, back to back), slower at
+// K = 14336 (down, −15%: each warp's longer row copy comes before its first mma), bench/NOTES.md session 6.
+constexpr int64_t kX1SMaxK = 8192;
+
+template <int MODE, int SDT, int SB, int GPB, int RQ, bool X1S = false>
 cudaError_t launch_q4x(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                        cudaStream_t st) {
     const unsigned tiles = (unsigned)(d.rows / 16), nrg = (unsigned)((M + 4 * RQ - 1) / (4 * RQ));
-    const size_t smem = sizeof(float) * (size_t)(KW - 1) * RQ * 64;
+    const size_t smem = sizeof(float) * (size_t)(KW - 1) * RQ * 64 +
+                        (X1S ? (size_t)(d.cols / 32) * (32 * sizeof(uint32_t) + sizeof(float)) : 0);
     const dim3 grid = RQ == 1 ? dim3(tiles * nrg, 1) : dim3(tiles, nrg);
-    return weft_pdl_launch(q4x_kernel<MODE, SDT, SB, GPB, RQ>, grid, dim3(KW * 32), smem, st, d,
-                           (const uint32_t *)xq->f, (const float *)xq->s, M, epi);
+    auto kernel = q4x_kernel<MODE, SDT, SB, GPB, RQ, X1S>;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    return weft_pdl_launch(kernel, grid, dim3(KW * 32), smem, st, d, (const uint32_t *)xq->f,
+                           (const float *)xq->s, M, epi);
 }
 
 template <int MODE, int SDT, int SB, int GPB>
@@ -257,6 +309,8 @@ cudaError_t launch_rq(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_
     // Up to 16 rows: one quad per block, the quads of a tile in consecutive blocks (its weights come from L2
     // after the first); measured faster than 4 quads per block (RQ 4: register-bound, x re-read per tile).
     // quads4 (WEFT_CU_T_RQ4, timing only) keeps the RQ 4 kernel for 5..16 rows. Same bits either way.
+    if (M == 1 && d.cols <= kX1SMaxK && !epi.no_x1s)
+        return launch_q4x<MODE, SDT, SB, GPB, 1, true>(d, xq, M, epi, KW, st);
     if (M <= 4 || (M <= 16 && !rq4)) return launch_q4x<MODE, SDT, SB, GPB, 1>(d, xq, M, epi, KW, st);
     if (M <= 16) return launch_q4x<MODE, SDT, SB, GPB, 4>(d, xq, M, epi, KW, st);
     return launch_q4x<MODE, SDT, SB, GPB, 8>(d, xq, M, epi, KW, st);

@@ -16,8 +16,25 @@ __global__ void __launch_bounds__(T)
                    const float *__restrict__ w, int n, float eps, uint32_t *F, float *S) {
     __shared__ float part[T / 32];
     __shared__ float inv_s;
-    weft_pdl_enter();
     const int r = blockIdx.x, t = threadIdx.x;
+    // With F, block y of gridDim.y writes the chunks (8 elements) [c0, c1) of the row — a multiple of 4 each,
+    // so a sub-block's four chunks stay in consecutive lanes — after the same full-row reduction as every
+    // other block of the row (so the same inv: the slices only spread the output work over more SMs).
+    const int nch = n / 8, cps = ((nch + (int)gridDim.y - 1) / (int)gridDim.y + 3) & ~3;
+    const int c0 = min(nch, (int)blockIdx.y * cps), c1 = min(nch, c0 + cps);
+    // The prepared path's norm weights (constant: loaded before the predecessor ends, pdl.cuh): chunks c0 + t
+    // and c0 + t + T, the ones this thread scales below when the slice has at most 2·T chunks (else read
+    // there).
+    const bool wpre = F && w && c1 - c0 <= 2 * T;
+    float4 wv[4];
+    for (int j = 0; j < 2; j++) {
+        const int c = c0 + t + j * T;
+        const bool ok = wpre && c < c1;
+        wv[2 * j] = ok ? __ldg(reinterpret_cast<const float4 *>(w + 8 * c)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        wv[2 * j + 1] =
+            ok ? __ldg(reinterpret_cast<const float4 *>(w + 8 * c + 4)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    weft_pdl_enter();
     const float *x = X + (int64_t)(rowmap ? rowmap[r] : r) * ldx;
     float *y = Y + (int64_t)r * ldy;
     float ss = 0.0f;
@@ -33,22 +50,31 @@ __global__ void __launch_bounds__(T)
     }
     __syncthreads();
     const float inv = inv_s;
-    if (F) { // the prepared copy for the 4-bit matmul (weft_cu_xq): chunks of 8 elements, warp-uniform loop
-        const int nch = n / 8, lane = t & 31;
+    if (F) { // the prepared copy for the 4-bit matmul (weft_cu_xq): chunks of 8 elements, warp-uniform loop;
+             // each chunk's y values are stored here too (the same expression as the loop below)
+        const int lane = t & 31;
         uint32_t *Fr = F + (int64_t)r * n;
         float *Sr = S + (int64_t)r * (n / 32);
-        for (int base = t - lane; base < nch; base += T) {
+        for (int base = c0 + t - lane, j = 0; base < c1; base += T, j++) {
             const int c = base + lane;
-            const bool ok = c < nch;
-            float v[8];
+            const bool ok = c < c1;
+            float v[8], wk[8];
+            if (wpre) {
+                const float4 a = j == 0 ? wv[0] : wv[2], b = j == 0 ? wv[1] : wv[3];
+                wk[0] = a.x, wk[1] = a.y, wk[2] = a.z, wk[3] = a.w, wk[4] = b.x, wk[5] = b.y, wk[6] = b.z,
+                wk[7] = b.w;
+            }
 #pragma unroll
             for (int e = 0; e < 8; e++) {
                 const int k = 8 * (ok ? c : 0) + e; // the same expression as y[i] below
-                v[e] = w ? w[k] * (x[k] * inv) : x[k] * inv;
+                const float wke = wpre ? wk[e] : w ? w[k] : 1.0f;
+                v[e] = w ? wke * (x[k] * inv) : x[k] * inv;
+                if (ok) y[k] = v[e];
             }
             const float s = q4_prep_chunk(v, Fr + (ok ? c >> 2 : 0) * 32, c & 3, ok);
             if (ok && (c & 3) == 0) Sr[c >> 2] = s;
         }
+        return;
     }
     for (int i = t; i < n; i += T) y[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
 }
@@ -101,16 +127,19 @@ static cudaError_t rmsnorm_launch(float *Y, int64_t ldy, const float *X, int64_t
                                   const float *w, int n_rows, int n, float eps, uint32_t *F, float *S,
                                   cudaStream_t stream) {
     if (n_rows <= 0) return cudaSuccess;
+    // Few rows (decode): the prepared path's output work in 4 slices per row (the kernel's header); one block
+    // per row would leave all but a few SMs idle behind a serial chain (measured 4.5 µs per norm at batch 1).
+    const dim3 grid((unsigned)n_rows, F && n_rows < 32 ? 4u : 1u);
     switch (norm_threads(n)) {
     case 256:
-        return weft_pdl_launch(rmsnorm_kernel<256>, dim3(n_rows), dim3(256), 0, stream, Y, ldy, X, ldx,
-                               rowmap, w, n, eps, F, S);
+        return weft_pdl_launch(rmsnorm_kernel<256>, grid, dim3(256), 0, stream, Y, ldy, X, ldx, rowmap, w, n,
+                               eps, F, S);
     case 128:
-        return weft_pdl_launch(rmsnorm_kernel<128>, dim3(n_rows), dim3(128), 0, stream, Y, ldy, X, ldx,
-                               rowmap, w, n, eps, F, S);
+        return weft_pdl_launch(rmsnorm_kernel<128>, grid, dim3(128), 0, stream, Y, ldy, X, ldx, rowmap, w, n,
+                               eps, F, S);
     default:
-        return weft_pdl_launch(rmsnorm_kernel<32>, dim3(n_rows), dim3(32), 0, stream, Y, ldy, X, ldx, rowmap,
-                               w, n, eps, F, S);
+        return weft_pdl_launch(rmsnorm_kernel<32>, grid, dim3(32), 0, stream, Y, ldy, X, ldx, rowmap, w, n,
+                               eps, F, S);
     }
 }
 

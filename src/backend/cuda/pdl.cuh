@@ -19,6 +19,9 @@ static __device__ __forceinline__ void weft_pdl_enter() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// Loads of data no kernel of the forward writes (the weights, uploaded once) may be issued before
+// weft_pdl_enter: they then travel while the predecessor finishes, which is most of a small matmul's time at
+// batch 1 (one DRAM round trip per kernel otherwise sits between every pair of kernels).
 
 // Whether launches use PDL: Hopper or newer (the current device at the first launch) and WEFT_CUDA_NO_PDL
 // unset; decided once per process (a constant after that).

@@ -1,0 +1,33 @@
+// Asynchronous global -> shared copies (cp.async, sm_80+), shared by the kernels that stage data in shared
+// memory without passing it through registers.
+#ifndef WEFT_CP_ASYNC_CUH
+#define WEFT_CP_ASYNC_CUH
+
+#include <stdint.h>
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// Copies BYTES (4, 8 or 16; dst and src aligned to it) from global to shared memory asynchronously; with ok
+// false, writes zeros instead (src is not read).
+template <int BYTES> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
+    if constexpr (BYTES == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
+                     "r"(ok ? 16 : 0)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem_addr(dst)), "l"(src),
+                     "n"(BYTES), "r"(ok ? BYTES : 0)
+                     : "memory");
+    }
+}
+__device__ __forceinline__ void cp_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+#endif
