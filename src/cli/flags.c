@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,29 @@ void cli_defaults(cli_options *o) {
     o->mtp_drafts = -1;
 }
 
+/* Counts that cannot be negative (0 keeps the default); threads have a sane upper bound. */
+static const struct {
+    const char *name;
+    size_t offset; /* an int of cli_options */
+    int max;
+} kCounts[] = {{"--threads", OFF(threads), 1024},          {"--context", OFF(context), 1 << 30},
+               {"--max-tokens", OFF(max_tokens), 1 << 30}, {"--max-queue", OFF(max_queue), 1 << 20},
+               {"--prompt-len", OFF(prompt_len), 1 << 30}, {"--gen-len", OFF(gen_len), 1 << 30},
+               {"--repeat", OFF(repeat), 1 << 20},         {"--port", OFF(port), 65535},
+               {"--streams", OFF(streams), 256},           {"--chunk", OFF(chunk), 1 << 16}};
+
+/* An integer too large for the flag: the flag's range when it has one (kCounts), else int's. */
+static int int_out_of_range(const char *name, const char *val) {
+    for (size_t i = 0; i < sizeof kCounts / sizeof kCounts[0]; i++) {
+        if (!strcmp(kCounts[i].name, name)) {
+            fprintf(stderr, "weft: %s must be between 0 and %d, got %s\n", name, kCounts[i].max, val);
+            return 2;
+        }
+    }
+    fprintf(stderr, "weft: %s must be between %d and %d, got %s\n", name, INT_MIN + 1, INT_MAX, val);
+    return 2;
+}
+
 static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
     char *base = (char *)o, *end = NULL;
     errno = 0;
@@ -93,10 +117,11 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
         break;
     case FLAG_INT: {
         long v = strtol(val, &end, 10);
-        if (errno || !*val || *end || v < -2147483647L || v > 2147483647L) {
+        if ((errno && errno != ERANGE) || !*val || *end) {
             fprintf(stderr, "weft: %s expects an integer, got '%s'\n", f->name, val);
             return 2;
         }
+        if (errno == ERANGE || v < -2147483647L || v > 2147483647L) return int_out_of_range(f->name, val);
         int iv = (int)v;
         memcpy(base + f->offset, &iv, sizeof iv); /* the field is an int (FLAG_INT) */
         break;
@@ -138,19 +163,13 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
 
 static int cli_parse_args(unsigned cmd, int argc, char **argv, cli_options *o);
 
-/* Counts that cannot be negative (0 keeps the default); threads have a sane upper bound. */
 static int check_counts(const cli_options *o) {
-    struct {
-        const char *name;
-        int v, max;
-    } c[] = {{"--threads", o->threads, 1024},          {"--context", o->context, 1 << 30},
-             {"--max-tokens", o->max_tokens, 1 << 30}, {"--max-queue", o->max_queue, 1 << 20},
-             {"--prompt-len", o->prompt_len, 1 << 30}, {"--gen-len", o->gen_len, 1 << 30},
-             {"--repeat", o->repeat, 1 << 20},         {"--port", o->port, 65535},
-             {"--streams", o->streams, 256},           {"--chunk", o->chunk, 1 << 16}};
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        if (c[i].v < 0 || c[i].v > c[i].max) {
-            fprintf(stderr, "weft: %s must be between 0 and %d, got %d\n", c[i].name, c[i].max, c[i].v);
+    for (size_t i = 0; i < sizeof kCounts / sizeof kCounts[0]; i++) {
+        int v;
+        memcpy(&v, (const char *)o + kCounts[i].offset, sizeof v);
+        if (v < 0 || v > kCounts[i].max) {
+            fprintf(stderr, "weft: %s must be between 0 and %d, got %d\n", kCounts[i].name, kCounts[i].max,
+                    v);
             return 2;
         }
     }

@@ -80,6 +80,20 @@ def test_run_bad_values_are_one_line_errors(args, needle):
     assert needle in p.stderr and p.stderr.count("\n") <= 1, p.stderr
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--max-tokens", "99999999999"], "--max-tokens must be between 0 and 1073741824, got 99999999999"),
+    (["--chunk", "-99999999999999999999999"], "--chunk must be between 0 and 65536, got -99999999999999999999999"),
+    (["--context", "2147483648"], "--context must be between 0 and 1073741824, got 2147483648"),
+    (["--top-k", "4294967296"], "--top-k must be between -2147483647 and 2147483647, got 4294967296"),
+    (["--max-tokens", "12x"], "--max-tokens expects an integer, got '12x'"),
+])
+def test_run_int_flags_past_int_range_name_the_range(args, message):
+    # An integer too large for an int is a range error with the flag's range, not "expects an integer".
+    p = weft("run", "--prompt", "hi", *args)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip() == f"weft: {message}", p.stderr
+
+
 @pytest.mark.parametrize("cut", [0, 10, 24, 1000, 100000])
 def test_truncated_gguf_is_named_error(tmp_path, cut):
     src = (DATA / "stories260K" / "stories260K.gguf").read_bytes()
