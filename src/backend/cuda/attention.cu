@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     attn_span_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows, int Hq,
                      int Hkv, int d, int layer, float scale, float *scratch, int max_spans, int NBC,
                      int nbrow) {
-    extern __shared__ float sm[];
+    extern __shared__ __align__(16) float sm[];
     weft_pdl_enter();
     const int r = blockIdx.x, j = blockIdx.y, span = blockIdx.z, t = threadIdx.x, lane = t & 31, w = t >> 5;
     const int T = blockDim.x, nw = T >> 5;

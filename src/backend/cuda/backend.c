@@ -369,6 +369,9 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
                        : 0;
     b->xq_k = b->H > b->Hq * b->d ? b->H : b->Hq * b->d;
     if (b->I > b->xq_k) b->xq_k = b->I;
+    /* a multiple of 128: the down projection's sums (buffer 1, max_rows·xq_k/32 floats in) then start on 16
+     * bytes, which its 16-byte cp.async copies need (mma_q4x.cu X1S, gemm_q4.cu) whatever max_rows is */
+    b->xq_k = (b->xq_k + 127) / 128 * 128;
     if (b->H <= 0 || b->Hq <= 0 || b->Hkv <= 0 || b->d <= 0 || b->I <= 0 || b->V <= 0 || b->L <= 0 ||
         b->Hq % b->Hkv)
         return weft_err_set(err, WEFT_EFORMAT,

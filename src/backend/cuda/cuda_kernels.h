@@ -195,7 +195,9 @@ cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu
  * into their span and spans into the total in ascending position (the online-softmax rescale). A row's result
  * depends only on its query, its cache and its position. max_pos: the largest rows[r].pos of the call (<
  * max_context); scratch: weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats (span partials of
- * rows whose keys exceed one span). Needs d % 4 == 0, d <= 256, (Hq/Hkv)·d <= 1024. */
+ * rows whose keys exceed one span; in split mode — at most 16 (row, span) pairs — every row's key-block
+ * partials, so the size has a floor of 16·WEFT_CU_ATTN_SPAN partials per query head). Needs d % 4 == 0, d <=
+ * 256, (Hq/Hkv)·d <= 1024. */
 #define WEFT_CU_ATTN_KB   32
 #define WEFT_CU_ATTN_SPAN 8
 cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos, int Hq,

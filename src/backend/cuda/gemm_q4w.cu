@@ -1,8 +1,9 @@
 // The many-row 4-bit GEMM on wgmma (sm_90a): weft_cu_gemm_q4w (cuda_kernels.h).
 //
-// STATUS: written in session 5 after the wgmma probe and compiled, NOT YET RUN ON A GPU. It is reachable only
-// through weft_cu_gemm_q4w (bench_cuda_matmul's bit-for-bit check and timing) and the WEFT_CU_T_WGMMA timing
-// knob; weft_cu_matmul_q4x never picks it on its own. bench/NOTES.md (session 5) has the plan.
+// STATUS: verified on the H200 in session 6 (bench_cuda_matmul: the same bits as the mma.sync GEMM on every
+// layout) but measured slower than it (0.8x at 512 rows), so it is reachable only through weft_cu_gemm_q4w
+// (the harness's check and timing) and the WEFT_CU_T_WGMMA timing knob; weft_cu_matmul_q4x never picks it on
+// its own. bench/NOTES.md (sessions 5, 6) has the plan and the measurements.
 //
 // Same arithmetic as gemm_q4.cu (mma_q4.cu's header defines it): the probe (bench/cuda/wgmma_probe.cu) showed
 // that one wgmma m64nNk16 step with A in registers computes, per warp (rows 16w .. 16w + 15) and per n8
@@ -74,6 +75,22 @@ template <int SB> __device__ __forceinline__ void w_transpose(WSmem<SB> &S, int 
     }
 }
 
+// a[i] for a run-time i without indexing a register array (which would put it in local memory): the group
+// loop below stays rolled so that the compiler does not hoist every group's decoded A into registers at once.
+template <int N> __device__ __forceinline__ uint32_t w_pick(const uint32_t (&a)[N], int i) {
+    uint32_t v = a[0];
+#pragma unroll
+    for (int k = 1; k < N; k++) v = i == k ? a[k] : v;
+    return v;
+}
+template <typename R> __device__ __forceinline__ float w_pick_scale(const R &r, int i, int n) {
+    float v = r.get(0);
+#pragma unroll
+    for (int k = 1; k < 4; k++)
+        if (k < n) v = i == k ? r.get(k) : v;
+    return v;
+}
+
 template <int MODE, int SDT, int SB, int GPB>
 __global__ void __launch_bounds__(WTHREADS, 1)
     gemm_q4w_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
@@ -82,15 +99,18 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     constexpr int SPB = SB / GPB;
     extern __shared__ __align__(16) unsigned char wsm[];
     WSmem<SB> &S = *reinterpret_cast<WSmem<SB> *>(wsm);
-    weft_pdl_enter();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp, nsub = w.cols / 32,
                   ng = w.cols >> w.gshift;
     const int row0 = blockIdx.y * WR, nblk = (int)(w.cols / (32 * SB));
     const bool live = tile < ntiles; // dead tiles multiply placeholder weights (wgmma is warpgroup-wide) and
                                      // store nothing
-    const uint32_t *qw = static_cast<const uint32_t *>(w.q) + (live ? tile : 0) * nblk * 64 * SB + lane * SB;
-    const int64_t srow = (live ? tile : 0) * 16 + g;
+    // This warp's weight words and scales of a K block ride in registers one K block ahead (Stage,
+    // q4_mma.cuh): session 6 measured the GEMM 0.8x the mma.sync one with each group's words and scales read
+    // from global memory right before its decode (one exposed memory latency per group at 8 warps per SM).
+    const uint32_t *qb = static_cast<const uint32_t *>(w.q) + lane * SB;
+    const int64_t wtile = live ? tile : 0;
+    Stage<MODE, SDT, SB, GPB> cur, nxt;
 
     float acc[NQ][2], sxg[NQ], D[4 * NQ];
 #pragma unroll
@@ -99,6 +119,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     for (int q = 0; q < NQ; q++) acc[q][0] = acc[q][1] = sxg[q] = 0.0f;
 
     bool slot_end = false;
+    cur.load(w, qb, wtile, nblk, q4_slot_block(0, nblk, KW, slot_end), ng, g);
+    weft_pdl_enter(); // the first weights are in flight (pdl.cuh); activations only after this
     w_copy<MODE, SB>(S, 0, XF, XS, M, nsub, row0, q4_slot_block(0, nblk, KW, slot_end), tid);
     asm volatile("cp.async.commit_group;" ::: "memory");
     asm volatile("cp.async.wait_group 0;" ::: "memory");
@@ -112,19 +134,20 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         __syncthreads();                                             // b[buf] complete; raw free again
         if (i + 1 < nblk) {
             bool unused;
-            w_copy<MODE, SB>(S, buf ^ 1, XF, XS, M, nsub, row0, q4_slot_block(i + 1, nblk, KW, unused), tid);
+            const int kn = q4_slot_block(i + 1, nblk, KW, unused);
+            nxt.load(w, qb, wtile, nblk, kn, ng, g);
+            w_copy<MODE, SB>(S, buf ^ 1, XF, XS, M, nsub, row0, kn, tid);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
-        // this warp's words of rows g, g + 8 and their scales, one group at a time (not unrolled: registers)
-        const uint32_t *qk = qw + (size_t)kb * 64 * SB;
-        const int64_t s0i = srow * ng + (int64_t)kb * GPB, s1i = (srow + 8) * ng + (int64_t)kb * GPB;
+        (void)kb;
+        // this warp's words of rows g, g + 8 and their scales (cur), one group at a time
 #pragma unroll 1
         for (int gi = 0; gi < GPB; gi++) {
             uint32_t P[SPB][2][4];
 #pragma unroll
             for (int js = 0; js < SPB; js++) {
-                q4_dec_word(live ? __ldg(qk + gi * SPB + js) : 0u, P[js][0]);
-                q4_dec_word(live ? __ldg(qk + 32 * SB + gi * SPB + js) : 0u, P[js][1]);
+                q4_dec_word(live ? w_pick(cur.wg, gi * SPB + js) : 0u, P[js][0]);
+                q4_dec_word(live ? w_pick(cur.wh, gi * SPB + js) : 0u, P[js][1]);
             }
             // The group starts from +0.0 accumulators (q4_mma0's input, scale-d = 1). The empty asm pins
             // every register write (zeros, decoded A) before wgmma.fence: the compiler may not sink them past
@@ -152,9 +175,9 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             wgmma_commit_wait0();
 #pragma unroll
             for (int e = 0; e < 4 * NQ; e++) wgmma_pin(D[e]); // no read of D before the wait
-            const float s0 = ld_scale<SDT>(w.s, s0i + gi), s1 = ld_scale<SDT>(w.s, s1i + gi);
-            const float b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s0, ld_scale<SDT>(w.b, s0i + gi)) : 0.0f,
-                        b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s1, ld_scale<SDT>(w.b, s1i + gi)) : 0.0f;
+            const float s0 = w_pick_scale(cur.sg, gi, GPB), s1 = w_pick_scale(cur.sh, gi, GPB);
+            const float b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s0, w_pick_scale(cur.bg, gi, GPB)) : 0.0f,
+                        b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s1, w_pick_scale(cur.bh, gi, GPB)) : 0.0f;
 #pragma unroll
             for (int q = 0; q < NQ; q++) {
                 if (MODE == WEFT_CU_AFFINE) {
@@ -182,6 +205,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             asm volatile("cp.async.wait_group 0;" ::: "memory");
             __syncthreads(); // raw(i + 1) landed for everyone
             w_transpose<SB>(S, buf ^ 1, tid);
+            cur = nxt;
         }
     }
     for (; slot < KW; slot++) // slots without blocks add their zero sums (mma_q4x.cu's idle warps)

@@ -20,42 +20,6 @@
 
 namespace {
 
-// The loads of one K block of one tile for one lane: its words of rows g and g + 8 (SB sub-blocks each) and
-// the two rows' scales (and biases).
-template <int MODE, int SDT, int SB, int GPB> struct Stage {
-    uint32_t wg[SB], wh[SB];
-    SRaw<SDT, GPB> sg, sh, bg, bh;
-    __device__ __forceinline__ void load(const WDev &w, const uint32_t *qb, int64_t tile, int nblk, int kb,
-                                         int64_t ng, int g) {
-        const uint32_t *p = qb + ((size_t)tile * (size_t)nblk + (size_t)kb) * 64 * SB;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            uint32_t *dst = h ? wh : wg;
-            const uint32_t *src = p + h * 32 * SB;
-            if constexpr (SB == 4) {
-                const uint4 u = __ldg(reinterpret_cast<const uint4 *>(src));
-                dst[0] = u.x;
-                dst[1] = u.y;
-                dst[2] = u.z;
-                dst[3] = u.w;
-            } else if constexpr (SB == 2) {
-                const uint2 u = __ldg(reinterpret_cast<const uint2 *>(src));
-                dst[0] = u.x;
-                dst[1] = u.y;
-            } else {
-                dst[0] = __ldg(src);
-            }
-        }
-        const int64_t row = tile * 16 + g, s0 = row * ng + (int64_t)kb * GPB, s1 = s0 + 8 * ng;
-        sg.load(w.s, s0);
-        sh.load(w.s, s1);
-        if (MODE == WEFT_CU_AFFINE) {
-            bg.load(w.b, s0);
-            bh.load(w.b, s1);
-        }
-    }
-};
-
 // One K block of one tile (the lane's loads in S) into the running sums: per sub-block, the two mma of each
 // activation quad, and at the end of a scale group the fold into acc (mma_q4.cu's arithmetic).
 template <int MODE, int SDT, int SB, int GPB, int RQ>
@@ -137,7 +101,8 @@ __global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
     q4x_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M,
                weft_cu_epi epi) {
     constexpr int D = RQ == 8 ? 2 : RQ == 4 ? 3 : 4; // K blocks of loads in flight per warp
-    extern __shared__ float red[]; // [KW − 1][RQ][2][32]: the warps' sums; X1S: then x words [nsub][32], sums
+    extern __shared__ __align__(
+        16) float red[]; // [KW − 1][RQ][2][32]: the warps' sums; X1S: then x words [nsub][32], sums
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5);
     const int g = lane >> 2, t = lane & 3;
     // RQ == 1 with several row groups: the groups of one tile are consecutive blocks (they share its weight

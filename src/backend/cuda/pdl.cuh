@@ -1,10 +1,11 @@
 // Programmatic dependent launch (Hopper, CUDA >= 12.3; kept in captured graphs): a kernel launched with
 // weft_pdl_launch may be scheduled while its predecessor in the stream is still finishing; it waits in
 // weft_pdl_enter until that predecessor has completed and its writes are visible, so nothing it reads can be
-// stale. Every kernel launched this way calls weft_pdl_enter first (before any load), and only then allows
-// its own successor to be scheduled — so at most two kernels overlap, and the chain of waits orders each
-// kernel after all earlier ones. The saving is the gap between dependent kernels (launch, ramp-up), which at
-// batch 1 is paid ~330 times per token. Values are unchanged: the same kernels run on the same inputs.
+// stale. Every kernel launched this way calls weft_pdl_enter before any store and before any load of data a
+// kernel may write, and only then allows its own successor to be scheduled — so at most two kernels overlap,
+// and the chain of waits orders each kernel after all earlier ones (kernel N starts only after N − 1 passed
+// its wait, so N − 2 has finished). The saving is the gap between dependent kernels (launch, ramp-up), which
+// at batch 1 is paid ~330 times per token. Values are unchanged: the same kernels run on the same inputs.
 // WEFT_CUDA_NO_PDL (non-empty) launches normally (for comparison).
 #ifndef WEFT_PDL_CUH
 #define WEFT_PDL_CUH
@@ -19,9 +20,10 @@ static __device__ __forceinline__ void weft_pdl_enter() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-// Loads of data no kernel of the forward writes (the weights, uploaded once) may be issued before
-// weft_pdl_enter: they then travel while the predecessor finishes, which is most of a small matmul's time at
-// batch 1 (one DRAM round trip per kernel otherwise sits between every pair of kernels).
+// Loads of data no kernel ever writes (the weights and norm weights, uploaded once by synchronous copies
+// before any forward) may be issued before weft_pdl_enter: they then travel while the predecessor finishes,
+// which is most of a small matmul's time at batch 1 (one DRAM round trip per kernel otherwise sits between
+// every pair of kernels). Nothing is stored before weft_pdl_enter.
 
 // Whether launches use PDL: Hopper or newer (the current device at the first launch) and WEFT_CUDA_NO_PDL
 // unset; decided once per process (a constant after that).

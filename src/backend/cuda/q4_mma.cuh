@@ -175,6 +175,42 @@ template <int SDT, int GPB> struct SRaw {
     }
 };
 
+// The loads of one K block of one tile for one lane (mma_q4x.cu's kernel, gemm_q4w.cu's GEMM): its words of
+// rows g and g + 8 (SB sub-blocks each) and the two rows' scales (and biases).
+template <int MODE, int SDT, int SB, int GPB> struct Stage {
+    uint32_t wg[SB], wh[SB];
+    SRaw<SDT, GPB> sg, sh, bg, bh;
+    __device__ __forceinline__ void load(const WDev &w, const uint32_t *qb, int64_t tile, int nblk, int kb,
+                                         int64_t ng, int g) {
+        const uint32_t *p = qb + ((size_t)tile * (size_t)nblk + (size_t)kb) * 64 * SB;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t *dst = h ? wh : wg;
+            const uint32_t *src = p + h * 32 * SB;
+            if constexpr (SB == 4) {
+                const uint4 u = __ldg(reinterpret_cast<const uint4 *>(src));
+                dst[0] = u.x;
+                dst[1] = u.y;
+                dst[2] = u.z;
+                dst[3] = u.w;
+            } else if constexpr (SB == 2) {
+                const uint2 u = __ldg(reinterpret_cast<const uint2 *>(src));
+                dst[0] = u.x;
+                dst[1] = u.y;
+            } else {
+                dst[0] = __ldg(src);
+            }
+        }
+        const int64_t row = tile * 16 + g, s0 = row * ng + (int64_t)kb * GPB, s1 = s0 + 8 * ng;
+        sg.load(w.s, s0);
+        sh.load(w.s, s1);
+        if (MODE == WEFT_CU_AFFINE) {
+            bg.load(w.b, s0);
+            bh.load(w.b, s1);
+        }
+    }
+};
+
 // Output of one lane after the warps' sums: v0, v1 = the dot products of weight rows 16·tile + g and 16·tile
 // + g + 8 with activation row i, into epi (cuda_kernels.h's weft_cu_epi). All 32 lanes of the warp call it
 // with the same tile (SwiGLU's prepared words are gathered by shuffles); rows i >= M write nothing.
