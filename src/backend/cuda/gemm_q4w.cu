@@ -22,6 +22,7 @@
 #include "pdl.cuh"
 #include "q4_mma.cuh"
 #include "wgmma.cuh"
+#include "cp_async.cuh"
 
 namespace {
 
@@ -37,13 +38,6 @@ template <int SB> struct alignas(16) WSmem {
     float tot[2 * NQ][WTHREADS];        // each thread's running total over the slots (registers are short)
 };
 
-__device__ __forceinline__ __attribute__((unused)) void w_cp16(void *dst, const void *src, bool ok) {
-    asm volatile(
-        "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)),
-        "l"(src), "r"(ok ? 16 : 0)
-        : "memory");
-}
-
 // The raw copy of K block kb: activation rows row0 .. row0 + 63 (zeros past M), their sums (AFFINE).
 template <int MODE, int SB>
 __device__ __forceinline__ void w_copy(WSmem<SB> &S, int buf, const uint32_t *XF, const float *XS, int M,
@@ -51,12 +45,12 @@ __device__ __forceinline__ void w_copy(WSmem<SB> &S, int buf, const uint32_t *XF
     for (int c = tid; c < WR * 8 * SB; c += WTHREADS) {
         const int r = c / (8 * SB), o = c % (8 * SB);
         const bool ok = row0 + r < M;
-        w_cp16(&S.raw[r][4 * o], XF + ((ok ? (int64_t)(row0 + r) : 0) * nsub + (int64_t)kb * SB) * 32 + 4 * o,
-               ok);
+        cp_async<16>(&S.raw[r][4 * o],
+                     XF + ((ok ? (int64_t)(row0 + r) : 0) * nsub + (int64_t)kb * SB) * 32 + 4 * o, ok);
     }
     if (MODE == WEFT_CU_AFFINE && SB == 4 && tid < WR) {
         const bool ok = row0 + tid < M;
-        w_cp16(&S.xs[buf][tid][0], XS + (ok ? (int64_t)(row0 + tid) : 0) * nsub + (int64_t)kb * SB, ok);
+        cp_async<16>(&S.xs[buf][tid][0], XS + (ok ? (int64_t)(row0 + tid) : 0) * nsub + (int64_t)kb * SB, ok);
     }
 }
 
@@ -122,14 +116,15 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     cur.load(w, qb, wtile, nblk, q4_slot_block(0, nblk, KW, slot_end), ng, g);
     weft_pdl_enter(); // the first weights are in flight (pdl.cuh); activations only after this
     w_copy<MODE, SB>(S, 0, XF, XS, M, nsub, row0, q4_slot_block(0, nblk, KW, slot_end), tid);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    cp_commit();
+    cp_wait<0>();
     __syncthreads();
     w_transpose<SB>(S, 0, tid);
     int slot = 0;
 #pragma unroll 1
     for (int i = 0; i < nblk; i++) {
-        const int kb = q4_slot_block(i, nblk, KW, slot_end), buf = i & 1;
+        const int buf = i & 1;
+        q4_slot_block(i, nblk, KW, slot_end); // block i's words (cur) and B (b[buf]) are staged: its slot end
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // st.shared -> wgmma's reads
         __syncthreads();                                             // b[buf] complete; raw free again
         if (i + 1 < nblk) {
@@ -138,8 +133,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             nxt.load(w, qb, wtile, nblk, kn, ng, g);
             w_copy<MODE, SB>(S, buf ^ 1, XF, XS, M, nsub, row0, kn, tid);
         }
-        asm volatile("cp.async.commit_group;" ::: "memory");
-        (void)kb;
+        cp_commit();
         // this warp's words of rows g, g + 8 and their scales (cur), one group at a time
 #pragma unroll 1
         for (int gi = 0; gi < GPB; gi++) {
@@ -202,7 +196,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             slot++;
         }
         if (i + 1 < nblk) {
-            asm volatile("cp.async.wait_group 0;" ::: "memory");
+            cp_wait<0>();
             __syncthreads(); // raw(i + 1) landed for everyone
             w_transpose<SB>(S, buf ^ 1, tid);
             cur = nxt;
