@@ -5,3 +5,6 @@ weft_add_test(test_cpu_attention SOURCES test_cpu_attention.c LIBS weft_kernels 
 # The kernel harness (bench/cpu/bench_kernels.c): not a test, built on request.
 add_executable(bench_cpu_kernels EXCLUDE_FROM_ALL ${CMAKE_SOURCE_DIR}/bench/cpu/bench_kernels.c)
 target_link_libraries(bench_cpu_kernels PRIVATE weft_kernels weft_format weft_util m)
+
+# The proposed int8-limb definition of the CUDA 4-bit arithmetic (src/backend/cuda/i8limb.h) on the CPU.
+weft_add_test(test_i8limb SOURCES test_i8limb.c LIBS m)
