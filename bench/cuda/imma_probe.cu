@@ -47,8 +47,7 @@ __global__ void probe_kernel(const uint32_t *W, const uint32_t *B, const weft_i8
     for (int r = 0; r < 4; r++) {
         const int row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
         const weft_i8l_block &bk = blocks[(size_t)trial * 8 + col];
-        int32_t p[WEFT_I8L_LIMBS];
-        for (int l = 0; l < WEFT_I8L_LIMBS; l++) p[l] = c[l][r] - 8 * bk.sum[l];
+        const int32_t p = weft_i8l_join(c[0][r], c[1][r], c[2][r]) - 8 * bk.sum;
         V[((size_t)trial * 16 + row) * 8 + col] = weft_i8l_value(p, bk.e, bk.nonfinite);
     }
 }
@@ -136,9 +135,10 @@ int main() {
                     if (got != s && bad_p++ < 5)
                         fprintf(stderr, "trial %d row %d col %d limb %d: mma %d, exact %lld\n", tr, r, col, l,
                                 got, (long long)s);
-                    p[l] = (int32_t)s - 8 * bk.sum[l];
+                    p[l] = (int32_t)s;
                 }
-                const float want = weft_i8l_value(p, bk.e, bk.nonfinite),
+                const float want = weft_i8l_value(weft_i8l_join(p[0], p[1], p[2]) - 8 * bk.sum, bk.e,
+                                                  bk.nonfinite),
                             got = V[((size_t)tr * 16 + r) * 8 + col];
                 if (memcmp(&want, &got, sizeof want) != 0 && bad_v++ < 5)
                     fprintf(stderr, "trial %d row %d col %d: device value %.9g, CPU %.9g\n", tr, r, col,

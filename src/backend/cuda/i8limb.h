@@ -5,15 +5,18 @@
  * mma.sync m16n8k32 .u8.s8 computes it on the GPU, bit for bit). Plain C usable from CUDA (WEFT_HD).
  *
  * A block is WEFT_I8L_N = 32 consecutive elements x_i of one activation row. With m = max |x_i| and e =
- * ilogb(m) (e = 0 for an all-zero block), y_i = x_i·2^(5−e) (exact: |y_i| < 64), and three signed limbs:
- *   d0 = rint(y), y' = 128·(y − d0), d1 = rint(y'), y'' = 128·(y' − d1), d2 = rint(y'')
- * (rint: to nearest, ties to even; every subtraction is exact, every limb is in [−64, 64]), so that
- *   x_i = 2^(e−5)·(d0 + d1·2^−7 + d2·2^−14) + err_i,  |err_i| ≤ 2^(e−20) ≤ 2^−20·m.
- * A weight row's integer values a_i (4-bit q_i, Q4_0 and MLX alike: the −8 is applied through the limb sums)
- * meet the limbs in exact integer dot products P_l = Σ q_i·d_l,i − 8·Σ d_l,i (|P_l| ≤ 32·15·64 + 8·32·64),
- * and the block's value is v = 2^(e−5)·f with f = (float)P0 + ((float)P1 + (float)P2·2^−7)·2^−7: two
- * roundings, in this order (the multiplications by powers of two are exact, so contraction into fma cannot
- * change f). A block holding an inf or NaN has no limbs (all zero) and the value NaN.
+ * max(ilogb(m), WEFT_I8L_EMIN) (e = WEFT_I8L_EMIN for an all-zero block), y_i = x_i·2^(5−e) (exact, |y_i| <
+ * 64), and three signed limbs: d0 = rint(y), y' = 128·(y − d0), d1 = rint(y'), y'' = 128·(y' − d1), d2 =
+ * rint(y'') (rint: to nearest, ties to even; every subtraction is exact; every limb is in [−64, 64]). With
+ * the integer c_i = (d0·128 + d1)·128 + d2 (|c_i| ≤ 1,056,832), x_i = 2^(e−19)·c_i + err_i,  |err_i| ≤
+ * 2^(e−20) ≤ 2^−20·m   (bf16 hi + lo: ≤ 2^−17·|x_i|). A weight row's 4-bit values q_i meet a block in one
+ * exact integer, whatever the order of its parts: P = Σ q_i·c_i − 8·Σ c_i   (Q4_0's q − 8; |P| ≤ 777,828,352
+ * < 2^31) computed on tensor cores as three int8 dot products P_l = Σ q_i·d_l,i (mma .u8.s8, int32
+ * accumulate) joined as (P0·128 + P1)·128 + P2, less 8·sum (sum = Σ c_i, kept with the block). The block's
+ * value is v = (float)P · 2^(e−19) — one rounding (the conversion); 2^(e−19) is a normal float for e in
+ * [EMIN, 127] and the product of a nonzero integer and it stays normal, so the multiplication is exact.
+ * Summation over blocks and the scales' fold stay in fp32 in a fixed order (the kernels' business). A block
+ * holding an inf or NaN has zero limbs and the value NaN.
  */
 #ifndef WEFT_I8LIMB_H
 #define WEFT_I8LIMB_H
@@ -29,13 +32,19 @@
 
 #define WEFT_I8L_N     32 /* elements per block */
 #define WEFT_I8L_LIMBS 3
+#define WEFT_I8L_EMIN  -100 /* smallest block exponent: 2^(EMIN − 19) is a normal float */
 
 typedef struct weft_i8l_block {
     int8_t d[WEFT_I8L_LIMBS][WEFT_I8L_N]; /* limb l of element i, each in [−64, 64] */
-    int32_t sum[WEFT_I8L_LIMBS];          /* Σ_i d[l][i] */
-    int32_t e;                            /* the block's exponent (the header's e) */
+    int32_t sum;                          /* Σ_i c_i, c_i = (d0·128 + d1)·128 + d2 */
+    int32_t e;                            /* the block's exponent, in [WEFT_I8L_EMIN, 127] */
     int32_t nonfinite;                    /* 1: an element was inf or NaN (limbs zero, values NaN) */
 } weft_i8l_block;
+
+/* (P0·128 + P1)·128 + P2: three limb quantities (dot products or sums) joined into one integer. */
+WEFT_HD static inline int32_t weft_i8l_join(int32_t p0, int32_t p1, int32_t p2) {
+    return (p0 * 128 + p1) * 128 + p2;
+}
 
 /* Splits x [WEFT_I8L_N] (fp32, any values) into b. */
 WEFT_HD static inline void weft_i8l_split(const float *x, weft_i8l_block *b) {
@@ -48,26 +57,28 @@ WEFT_HD static inline void weft_i8l_split(const float *x, weft_i8l_block *b) {
         else if (a > m)
             m = a;
     }
+    int e = WEFT_I8L_EMIN;
+    if (m > 0.0f && !bad && ilogbf(m) > e) e = ilogbf(m);
     b->nonfinite = bad;
-    b->e = (m > 0.0f && !bad) ? ilogbf(m) : 0;
-    for (int l = 0; l < WEFT_I8L_LIMBS; l++) b->sum[l] = 0;
+    b->e = e;
+    b->sum = 0;
     for (int i = 0; i < WEFT_I8L_N; i++) {
-        float y = bad ? 0.0f : ldexpf(x[i], 5 - b->e);
+        float y = bad ? 0.0f : ldexpf(x[i], 5 - e);
+        int32_t c[WEFT_I8L_LIMBS];
         for (int l = 0; l < WEFT_I8L_LIMBS; l++) {
             const float dl = rintf(y);
             b->d[l][i] = (int8_t)dl;
-            b->sum[l] += (int32_t)dl;
+            c[l] = (int32_t)dl;
             y = (y - dl) * 128.0f;
         }
+        b->sum += weft_i8l_join(c[0], c[1], c[2]);
     }
 }
 
-/* The value of a block product from its limb dot products P [WEFT_I8L_LIMBS] (the −8 already applied). */
-WEFT_HD static inline float weft_i8l_value(const int32_t *P, int32_t e, int32_t nonfinite) {
+/* The value of a block product P (the header's P: limbs joined, 8·sum taken off for Q4_0). */
+WEFT_HD static inline float weft_i8l_value(int32_t P, int32_t e, int32_t nonfinite) {
     if (nonfinite) return nanf("");
-    float f = (float)P[1] + (float)P[2] * 0x1p-7f;
-    f = (float)P[0] + f * 0x1p-7f;
-    return ldexpf(f, e - 5);
+    return (float)P * ldexpf(1.0f, e - 19);
 }
 
 #endif
