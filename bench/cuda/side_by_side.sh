@@ -9,7 +9,7 @@
 # background while weft runs: ~6 min on 13 cores).
 # Parts (WEFT_SBS): pp = prefill 512/2k/8k with and without the many-row GEMM (WEFT_PP_MASKS: timing knobs);
 # matmul / attn = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz in carry/); imma = the
-# integer-arithmetic probe (bench_cuda_imma_probe.xz); gemmncu =
+# integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
 # profiler sections of the GEMM; weft = `weft bench` in-process (prefill 512/2k/8k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
@@ -84,6 +84,10 @@ fi
 if has imma; then # the proposed integer 4-bit arithmetic: exact on mma .u8.s8? (bench/cuda/imma_probe.cu)
     xz -dc "$C/bench_cuda_imma_probe.xz" >/tmp/w/imma && chmod +x /tmp/w/imma
     run imma 60 /tmp/w/imma
+fi
+if has i8; then # the proposed integer matvec: prep and product == the CPU definition, timing vs bf16 hi/lo
+    xz -dc "$C/bench_cuda_i8matvec.xz" >/tmp/w/i8matvec && chmod +x /tmp/w/i8matvec
+    run i8 120 /tmp/w/i8matvec
 fi
 if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512 rows)
     xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul

@@ -94,6 +94,14 @@ typedef struct weft_cu_xq {
 /* Writes rows [0, M) of X [M, ldx] (ldx % 4 == 0) into xq (layout above). */
 cudaError_t weft_cu_xq_prep(const float *X, int64_t ldx, int M, const weft_cu_xq *xq, cudaStream_t stream);
 
+/* EXPERIMENTAL (bench only; written in session 6, not yet run on a GPU): the proposed integer 4-bit
+ * arithmetic of src/backend/cuda/i8limb.h. weft_cu_i8_prep writes rows [0, M) of X [M, ldx] as int8 limbs: XL
+ * [M][K/32][32] u32 (mma_i8.cu's header has the word layout; K % 32 == 0). weft_cu_matmul_i8x: Y = W·x for
+ * one row (M == 1), WEFT_CU_Q4F weights of WEFT_CU_OFF8 with f16 scales and group 32 (Q4_0), cols <= 8192, a
+ * STORE epilogue; cudaErrorNotSupported otherwise. bench/cuda/i8matvec.cu checks both against the CPU
+ * definition. */
+cudaError_t weft_cu_i8_prep(const float *X, int64_t ldx, int M, int64_t K, uint32_t *XL, cudaStream_t stream);
+
 /* Where weft_cu_matmul_q4x puts its outputs v[i, o] (the dot product of weight row o and activation row i):
  *   STORE:  outputs o of [0, end[0]) go to y[0], of [end[0], end[1]) to y[1], of [end[1], end[2]) to y[2]
  *           (o counted from the segment's start), each as y[s][i·ld[s] + o'] = v (+ bias[s][o'] if set),
@@ -148,6 +156,9 @@ cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int 
  * bits are checked there. */
 cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
+/* (EXPERIMENTAL, above weft_cu_i8_prep.) */
+cudaError_t weft_cu_matmul_i8x(const weft_cu_weight *w, const uint32_t *XL, int M, const weft_cu_epi *epi,
+                               cudaStream_t stream);
 /* Warps per tile of the 4-bit matmuls = K slots of the defined reduction order: a function of the weight
  * shape alone (8 when K blocks hold 4 sub-blocks and the weight has fewer than 528 tiles, else 4). */
 int weft_cu_q4_kw(int64_t rows, int64_t cols);
