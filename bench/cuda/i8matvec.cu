@@ -86,6 +86,105 @@ void words_of(const weft_i8l_block &b, uint32_t *out) {
     out[26] = (uint32_t)b.nonfinite;
 }
 
+// Same bits, or both NaN (the device's NaN is 0x7fffffff, the host's 0x7fc00000).
+bool same(float a, float b) {
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+// Prep on crafted blocks (zeros, −0, denormals, values around and below 2^−100, 1e30 next to 1e−30, inf,
+// NaN, ±FLT_MAX, exact ties at several scales, random bit patterns) for two rows with a row stride of K + 32:
+// the device ldexpf's long-shift path and the row addressing, against the CPU definition's words.
+void check_prep_edges() {
+    const int64_t K = 16 * 32, ldx = K + 32;
+    Rng rng(3);
+    std::vector<float> x((size_t)(2 * ldx), 0.0f);
+    for (int r = 0; r < 2; r++)
+        for (int64_t k = 0; k < K; k++) {
+            const int blk = (int)(k / 32), i = (int)(k % 32);
+            const float u = rng.uniform();
+            float v = 0.0f;
+            switch ((blk + 5 * r) % 16) {
+            case 0:
+                v = 0.0f;
+                break;
+            case 1:
+                v = i % 2 ? -0.0f : 0.0f;
+                break;
+            case 2:
+                v = u * 1e-40f;
+                break;
+            case 3:
+                v = u * ldexpf(1.0f, -110);
+                break;
+            case 4:
+                v = u * ldexpf(1.0f, -100);
+                break;
+            case 5:
+                v = u * 1e-30f;
+                break;
+            case 6:
+                v = i % 2 ? u * 1e30f : u * 1e-30f;
+                break;
+            case 7:
+                v = i == 3 ? INFINITY : u;
+                break;
+            case 8:
+                v = i == 9 ? NAN : u;
+                break;
+            case 9:
+                v = i % 2 ? 3.40282347e+38f : -3.40282347e+38f;
+                break;
+            case 10:
+                v = ldexpf((float)((int)(rng.next() % 129) - 64) + 0.5f, -6);
+                break;
+            case 11:
+                v = ldexpf((float)((int)(rng.next() % 129) - 64) + 0.5f, 40);
+                break;
+            case 12: {
+                uint32_t bits = (uint32_t)rng.next();
+                memcpy(&v, &bits, 4);
+                if (!isfinite(v)) v = 1.0f;
+                break;
+            }
+            case 13:
+                v = u * ldexpf(1.0f, 127);
+                break;
+            case 14:
+                v = i == 0 ? 1.0f : u * 1e-38f;
+                break;
+            default:
+                v = u * 30.0f;
+                break;
+            }
+            x[(size_t)(r * ldx + k)] = v;
+        }
+    std::vector<uint32_t> want((size_t)(2 * K));
+    for (int r = 0; r < 2; r++)
+        for (int64_t u = 0; u < K / 32; u++) {
+            weft_i8l_block b;
+            weft_i8l_split(&x[(size_t)(r * ldx + u * 32)], &b);
+            words_of(b, &want[(size_t)(r * K + u * 32)]);
+        }
+    float *dx = dev_upload(x);
+    uint32_t *dxl = nullptr;
+    CK(cudaMalloc(&dxl, sizeof(uint32_t) * (size_t)(2 * K)));
+    CK(weft_cu_i8_prep(dx, ldx, 2, K, dxl, 0));
+    const std::vector<uint32_t> got = dev_download(dxl, (size_t)(2 * K));
+    long bad = 0;
+    for (size_t i = 0; i < got.size(); i++)
+        if (got[i] != want[i] && bad++ < 5)
+            fprintf(stderr, "prep edge: row %zu block %zu word %zu: device %08x, CPU %08x\n", i / K,
+                    (i % K) / 32, i % 32, got[i], want[i]);
+    EXPECT(bad == 0, "prep on crafted blocks: %ld of %lld words differ from the CPU definition", bad,
+           (long long)(2 * K));
+    printf("i8x prep on 32 crafted blocks (zeros, denormals, < 2^-100, inf, NaN, FLT_MAX, ties), two rows "
+           "with a "
+           "stride: %s\n",
+           bad ? "DIFFERS" : "== CPU");
+    cudaFree(dx);
+    cudaFree(dxl);
+}
+
 double rel_l2(const std::vector<float> &y, const std::vector<double> &ref) {
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < y.size(); i++) {
@@ -126,7 +225,7 @@ void run_shape(int64_t N, int64_t K, bool timing) {
     CK(cudaDeviceSynchronize());
     const std::vector<float> y = dev_download(dy, (size_t)N), ref = reference(m, blk);
     long bad_y = 0;
-    for (size_t i = 0; i < y.size(); i++) bad_y += memcmp(&y[i], &ref[i], 4) != 0;
+    for (size_t i = 0; i < y.size(); i++) bad_y += !same(y[i], ref[i]);
     EXPECT(bad_y == 0, "%lldx%lld matvec: %ld of %lld outputs differ from the CPU reference's bits",
            (long long)N, (long long)K, bad_y, (long long)N);
 
@@ -169,6 +268,7 @@ void run_shape(int64_t N, int64_t K, bool timing) {
                    24;
         };
         const double ti = per(true), tb = per(false), bytes = (double)(qb + sb);
+        CK(cudaGetLastError()); // a failed launch would make the times meaningless
         printf(" | back to back: int8 %.4f ms %5.0f GB/s, bf16 hi/lo %.4f ms %5.0f GB/s (%.2fx)", ti,
                bytes / ti / 1e6, tb, bytes / tb / 1e6, tb / ti);
         for (int c = 1; c < ncopy; c++) {
@@ -198,6 +298,7 @@ int main(int argc, char **argv) {
         printf("i8matvec: needs sm_80 or newer, not run\n");
         return 0;
     }
+    check_prep_edges();
     run_shape(128, 256, false);
     run_shape(4096, 4096, !quick);
     run_shape(6144, 4096, !quick);

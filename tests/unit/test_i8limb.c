@@ -82,7 +82,8 @@ static void check_block(const float *x) {
     }
     const int64_t joined = weft_i8l_join((int32_t)pl[0], (int32_t)pl[1], (int32_t)pl[2]) - 8 * (int64_t)b.sum;
     CHECK_EQ_INT(joined, direct);
-    CHECK(direct >= -777828352 && direct <= 777828352);
+    CHECK(direct >= -270548992 && direct <= 270548992); /* |Σ (q − 8)·c| */
+    CHECK(joined + 8 * (int64_t)b.sum >= -507279360 && joined + 8 * (int64_t)b.sum <= 507279360); /* Σ q·c */
 
     double exact = 0.0, absq = 0.0;
     for (int i = 0; i < WEFT_I8L_N; i++) {

@@ -10,13 +10,14 @@
  * rint(y'') (rint: to nearest, ties to even; every subtraction is exact; every limb is in [−64, 64]). With
  * the integer c_i = (d0·128 + d1)·128 + d2 (|c_i| ≤ 1,056,832), x_i = 2^(e−19)·c_i + err_i,  |err_i| ≤
  * 2^(e−20) ≤ 2^−20·m   (bf16 hi + lo: ≤ 2^−17·|x_i|). A weight row's 4-bit values q_i meet a block in one
- * exact integer, whatever the order of its parts: P = Σ q_i·c_i − 8·Σ c_i   (Q4_0's q − 8; |P| ≤ 777,828,352
- * < 2^31) computed on tensor cores as three int8 dot products P_l = Σ q_i·d_l,i (mma .u8.s8, int32
- * accumulate) joined as (P0·128 + P1)·128 + P2, less 8·sum (sum = Σ c_i, kept with the block). The block's
- * value is v = (float)P · 2^(e−19) — one rounding (the conversion); 2^(e−19) is a normal float for e in
- * [EMIN, 127] and the product of a nonzero integer and it stays normal, so the multiplication is exact.
- * Summation over blocks and the scales' fold stay in fp32 in a fixed order (the kernels' business). A block
- * holding an inf or NaN has zero limbs and the value NaN.
+ * exact integer, whatever the order of its parts: P = Σ q_i·c_i − 8·Σ c_i   (Q4_0's q − 8; |P| ≤
+ * 8·32·1,056,832 = 270,548,992, and the joined Σ q_i·c_i before the −8·Σc ≤ 507,279,360 < 2^31) computed on
+ * tensor cores as three int8 dot products P_l = Σ q_i·d_l,i (mma .u8.s8, int32 accumulate) joined as (P0·128
+ * + P1)·128 + P2, less 8·sum (sum = Σ c_i, kept with the block). The block's value is v = (float)P · 2^(e−19)
+ * — one rounding (the conversion); 2^(e−19) is a normal float for e in [EMIN, 127] and the product of a
+ * nonzero integer and it stays normal, so the multiplication is exact. Summation over blocks and the scales'
+ * fold stay in fp32 in a fixed order (the kernels' business). A block holding an inf or NaN has zero limbs
+ * and the value NaN.
  */
 #ifndef WEFT_I8LIMB_H
 #define WEFT_I8LIMB_H
