@@ -164,6 +164,10 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
 static int cli_parse_args(unsigned cmd, int argc, char **argv, cli_options *o);
 
 static int check_counts(const cli_options *o) {
+    if (o->context == 1) { /* a prompt token and one generated need two positions */
+        fprintf(stderr, "weft: --context must be 0 (the model's) or at least 2, got 1\n");
+        return 2;
+    }
     for (size_t i = 0; i < sizeof kCounts / sizeof kCounts[0]; i++) {
         int v;
         memcpy(&v, (const char *)o + kCounts[i].offset, sizeof v);

@@ -111,13 +111,22 @@ int cli_engine_start(weft_engine_config *ec, weft_backend *be, int rows, bool no
 
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s) {
     weft_sampling_defaults(s);
-    const weft_config *c = &m->cfg;
-    if (c->has_temperature) s->temperature = c->temperature;
-    if (c->has_top_p) s->top_p = c->top_p;
-    if (c->has_top_k) s->top_k = c->top_k;
-    if (c->has_min_p) s->min_p = c->min_p;
+    const weft_config *c = m ? &m->cfg : NULL;
+    if (c && c->has_temperature) s->temperature = c->temperature;
+    if (c && c->has_top_p) s->top_p = c->top_p;
+    if (c && c->has_top_k) s->top_k = c->top_k;
+    if (c && c->has_min_p) s->min_p = c->min_p;
     if (o->has_temperature) s->temperature = o->temperature;
     if (o->has_top_p) s->top_p = o->top_p;
     if (o->has_top_k) s->top_k = o->top_k;
     if (o->has_min_p) s->min_p = o->min_p;
+}
+
+int cli_sampling_flags_ok(const cli_options *o) {
+    weft_sampling s;
+    cli_sampling(o, NULL, &s);
+    weft_err err = {0};
+    if (weft_sampling_validate(&s, 0, &err) == WEFT_OK) return 0;
+    fprintf(stderr, "weft: --temperature / --top-p / --top-k / --min-p: %s\n", err.msg);
+    return 2;
 }

@@ -18,8 +18,11 @@ int cli_load_model(const cli_options *o, weft_model **out);
 #define CLI_LOAD_STOPPED 3
 int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con, const sigset_t *stop);
 int cli_threads(const cli_options *o);
-/* Sampling defaults: generation_config, then command-line flags. */
+/* Sampling defaults: generation_config (m may be NULL: none), then command-line flags. */
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s);
+/* The sampling flags alone (m NULL above) checked by weft_sampling_validate before anything is loaded:
+ * 0, or 2 after one line on stderr naming the flags and the rule broken. */
+int cli_sampling_flags_ok(const cli_options *o);
 /* The engine of `run` and `serve` over be: caps ec's draft depths (max_draft, and max_model_draft when
  * positive) at rows − 1 (a drafted window is one forward of at most `rows` rows, the backend's row budget,
  * --chunk); unless no_drafts, makes the copy drafter for ec->parallel streams of ec->capacity positions into

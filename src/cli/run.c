@@ -8,6 +8,8 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Parses "1,2,3" into ids (malloc'd). */
 static int parse_ids(const char *s, int64_t vocab, int32_t **ids, int *n) {
@@ -34,7 +36,16 @@ static int parse_ids(const char *s, int64_t vocab, int32_t **ids, int *n) {
         }
         v[k++] = (int32_t)x;
         p = end;
-        while (*p == ',' || *p == ' ') p++;
+        while (*p == ' ') p++;
+        if (*p == ',') { /* one separator, then an id: "1,,2" and "1,2," name the empty element */
+            p++;
+            while (*p == ' ') p++;
+            if (!*p || *p == ',') {
+                fprintf(stderr, "weft: --tokens: empty token id in '%s'\n", s);
+                free(v);
+                return 2;
+            }
+        }
     }
     *ids = v;
     *n = k;
@@ -46,19 +57,11 @@ static int render_chat(const cli_options *o, const weft_model *m, char **text, s
     char *src = NULL;
     size_t slen = 0;
     if (o->chat_template) {
-        FILE *f = fopen(o->chat_template, "rb");
-        if (!f) {
-            fprintf(stderr, "weft: --chat-template %s: %s\n", o->chat_template, strerror(errno));
+        weft_err rerr = {0};
+        if (weft_read_file(o->chat_template, &src, &slen, &rerr)) { /* (a directory: "read error") */
+            fprintf(stderr, "weft: --chat-template %s\n", rerr.msg);
             return 2;
         }
-        fseek(f, 0, SEEK_END);
-        long sz = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        src = malloc((size_t)(sz > 0 ? sz : 0) + 1);
-        slen = src ? fread(src, 1, (size_t)(sz > 0 ? sz : 0), f) : 0;
-        fclose(f);
-        if (!src) return 2;
-        src[slen] = 0;
     } else if (m->chat_template) {
         src = strdup(m->chat_template);
         slen = strlen(src);
@@ -148,14 +151,40 @@ static int write_report(const cli_options *o, const int32_t *prompt, int n_promp
                                   s->top_p, "top_k", s->top_k, "min_p", s->min_p, "seed", seed));
     int rc = 0;
     if (json_dump_file(r, o->report, JSON_INDENT(1))) {
-        fprintf(stderr, "weft: cannot write report %s\n", o->report);
-        rc = 1;
+        fprintf(stderr, "weft: cannot write report %s: %s\n", o->report, strerror(errno));
+        rc = 2;
     }
     json_decref(r);
     return rc;
 }
 
+/* --report PATH must be writable before anything runs: not a directory, its directory writable (or the file
+ * itself when it exists). 0, or 2 after one line naming the path and the reason. */
+static int report_path_ok(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "weft: --report %s: is a directory\n", path);
+            return 2;
+        }
+        if (access(path, W_OK) != 0) {
+            fprintf(stderr, "weft: --report %s: %s\n", path, strerror(errno));
+            return 2;
+        }
+        return 0;
+    }
+    char *dir = strdup(path);
+    if (!dir) return 2;
+    char *slash = strrchr(dir, '/');
+    const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+    const int ok = access(d, W_OK) == 0;
+    if (!ok) fprintf(stderr, "weft: --report %s: directory %s: %s\n", path, d, strerror(errno));
+    free(dir);
+    return ok ? 0 : 2;
+}
+
 int cmd_run(const cli_options *o) {
+    if (cli_sampling_flags_ok(o) || (o->report && report_path_ok(o->report))) return 2;
     double t0 = weft_now();
     weft_model *m = NULL;
     int rc = cli_load_model(o, &m);

@@ -73,6 +73,10 @@ static int collect_keys(const cli_options *o, keyring *k) {
             fprintf(stderr, "weft: --api-key-file %s: %s\n", o->api_key_file, strerror(errno));
             return 2;
         }
+        if (!S_ISREG(sb.st_mode)) {
+            fprintf(stderr, "weft: --api-key-file %s is not a regular file\n", o->api_key_file);
+            return 2;
+        }
         if (sb.st_mode & 077) {
             fprintf(stderr, "weft: --api-key-file %s is readable by others (mode %03o); chmod 600 it\n",
                     o->api_key_file, (unsigned)(sb.st_mode & 0777));
@@ -117,14 +121,29 @@ int cmd_serve(const cli_options *o) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started from here on inherits the mask */
     signal(SIGPIPE, SIG_IGN);
 
-    if ((o->has_prompt_cache_gib && !(o->prompt_cache_gib >= 0 && o->prompt_cache_gib < 1e6)) ||
-        !(o->shutdown_grace >= 0 && o->shutdown_grace < 1e6) ||
-        (strcmp(o->log_format, "text") && strcmp(o->log_format, "json"))) {
-        fprintf(stderr,
-                "weft: invalid option: --prompt-cache-gib and --shutdown-grace must be >= 0, --log-format "
-                "text or json\n");
+    if (o->has_prompt_cache_gib && !(o->prompt_cache_gib >= 0 && o->prompt_cache_gib < 1e6)) {
+        fprintf(stderr, "weft: --prompt-cache-gib must be in [0, 1000000), got %g\n", o->prompt_cache_gib);
         return 2;
     }
+    if (!(o->shutdown_grace >= 0 && o->shutdown_grace < 1e6)) {
+        fprintf(stderr, "weft: --shutdown-grace must be in [0, 1000000) seconds, got %g\n",
+                o->shutdown_grace);
+        return 2;
+    }
+    if (strcmp(o->log_format, "text") && strcmp(o->log_format, "json")) {
+        fprintf(stderr, "weft: --log-format must be text or json, got '%s'\n", o->log_format);
+        return 2;
+    }
+    if (cli_sampling_flags_ok(o)) return 2; /* before anything is loaded: a bad default fails every request */
+    if (o->name && !*o->name) {
+        fprintf(stderr, "weft: --name must not be empty\n");
+        return 2;
+    }
+    for (int i = 0; i < o->n_aliases; i++)
+        if (!*o->aliases[i]) {
+            fprintf(stderr, "weft: --alias must not be empty\n");
+            return 2;
+        }
     int rc = 0;
     keyring keys = {0};
     weft_server *srv = NULL;
@@ -173,6 +192,12 @@ int cmd_serve(const cli_options *o) {
     }
     if (rc) goto out;
     cli_sampling(o, m, &sc.defaults); /* generation_config.json, then the flags */
+    if (weft_sampling_validate(&sc.defaults, m->cfg.vocab_size, &err)) {
+        fprintf(stderr, "weft: the model's sampling defaults (generation_config.json) are invalid: %s\n",
+                err.msg);
+        rc = 2;
+        goto out;
+    }
     weft_server_set_defaults(srv, &sc.defaults);
 
     int parallel = 0;
@@ -204,6 +229,16 @@ int cmd_serve(const cli_options *o) {
                       : 0;
     size_t cache_bytes = o->has_prompt_cache_gib ? (size_t)(o->prompt_cache_gib * 1073741824.0) : left / 4;
     if (!o->has_prompt_cache_gib && cache_bytes > ((size_t)16 << 30)) cache_bytes = (size_t)16 << 30;
+    if (o->has_prompt_cache_gib &&
+        cache_bytes > left) { /* the budget would only ever fail later, mid-serving */
+        fprintf(
+            stderr,
+            "weft: --prompt-cache-gib %g is more than the %.2f GiB left after the weights and %d streams' "
+            "caches\n",
+            o->prompt_cache_gib, (double)left / 1073741824.0, plan.slots);
+        rc = 2;
+        goto out;
+    }
     weft_engine_config ec = {.parallel = plan.slots,
                              .max_queue = o->max_queue,
                              .capacity = plan.context,

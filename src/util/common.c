@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 weft_status weft_err_set(weft_err *err, weft_status code, const char *fmt, ...) {
@@ -109,6 +110,11 @@ weft_status weft_read_file(const char *path, char **buf, size_t *len, weft_err *
     *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return weft_err_set(err, WEFT_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) { /* fopen succeeds on a directory */
+        fclose(f);
+        return weft_err_set(err, WEFT_EIO, "%s: is a directory", path);
+    }
     char *b = NULL;
     size_t n = 0, cap = 0;
     for (;;) {

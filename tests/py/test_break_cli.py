@@ -94,6 +94,42 @@ def test_run_int_flags_past_int_range_name_the_range(args, message):
     assert p.stderr.strip() == f"weft: {message}", p.stderr
 
 
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "--chat", "hi", "--chat-template", "{dir}", "--max-tokens", "2"], "is a directory"),
+    (["run", "--prompt", "hi", "--report", "{dir}"], "--report {dir}: is a directory"),
+    (["run", "--prompt", "hi", "--report", "/nonexistent-weft/x.json"], "No such file or directory"),
+    (["run", "--tokens", "1,,2"], "--tokens: empty token id in '1,,2'"),
+    (["run", "--tokens", "1,2,"], "--tokens: empty token id in '1,2,'"),
+    (["run", "--prompt", "hi", "--context", "1"], "--context must be 0 (the model's) or at least 2, got 1"),
+    (["serve", "--temperature", "nan"], "temperature must be a finite number >= 0 (got nan)"),
+    (["serve", "--top-p", "-1"], "top_p must be in (0, 1] (got -1)"),
+    (["serve", "--min-p", "inf"], "min_p must be in [0, 1] (got inf)"),
+    (["serve", "--shutdown-grace", "1e9"], "--shutdown-grace must be in [0, 1000000) seconds, got 1e+09"),
+    (["serve", "--prompt-cache-gib", "-1"], "--prompt-cache-gib must be in [0, 1000000), got -1"),
+    (["serve", "--log-format", "xml"], "--log-format must be text or json, got 'xml'"),
+    (["serve", "--name", ""], "--name must not be empty"),
+    (["serve", "--api-key-file", "{dir}"], "--api-key-file {dir} is not a regular file"),
+    (["serve", "--prompt-cache-gib", "900000", "--port", "{port}"], "--prompt-cache-gib 900000 is more than"),
+])
+def test_bad_settings_are_named_before_work(tmp_path, args, needle):
+    # Breaker findings (session 6): each bad setting is one line naming the flag and value, exit 2 — before a
+    # reply is generated or a server starts answering, and never a sanitizer report.
+    port = str(_free_port())
+    args = [a.replace("{dir}", str(tmp_path)).replace("{port}", port) for a in args]
+    needle = needle.replace("{dir}", str(tmp_path))
+    p = weft(*args, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr, p.stderr
+    assert "generated" not in p.stderr and not any(s in p.stderr for s in SANITIZER_MARKS), p.stderr
+
+
 @pytest.mark.parametrize("cut", [0, 10, 24, 1000, 100000])
 def test_truncated_gguf_is_named_error(tmp_path, cut):
     src = (DATA / "stories260K" / "stories260K.gguf").read_bytes()
@@ -167,8 +203,10 @@ def test_run_negative_counts_rejected(flag):
 
 def test_run_report_failure_is_an_error(tmp_path):
     p = weft("run", "--prompt", "hi", "--max-tokens", "2", "--report", tmp_path / "missing" / "r.json")
-    assert "cannot write report" in p.stderr
-    assert p.returncode != 0
+    # checked before any generation (session 6): the path and the reason, exit 2
+    assert "--report" in p.stderr and "No such file or directory" in p.stderr, p.stderr
+    assert "generated" not in p.stderr
+    assert p.returncode == 2
 
 
 def test_unsupported_hidden_act_refused(tmp_path):
