@@ -85,16 +85,23 @@ void cli_defaults(cli_options *o) {
     o->mtp_drafts = -1;
 }
 
-/* Counts that cannot be negative (0 keeps the default); threads have a sane upper bound. */
+/* Counts and indices that cannot be negative (for counts 0 keeps the default); each has a sane upper bound.
+ */
 static const struct {
     const char *name;
     size_t offset; /* an int of cli_options */
     int max;
-} kCounts[] = {{"--threads", OFF(threads), 1024},          {"--context", OFF(context), 1 << 30},
-               {"--max-tokens", OFF(max_tokens), 1 << 30}, {"--max-queue", OFF(max_queue), 1 << 20},
-               {"--prompt-len", OFF(prompt_len), 1 << 30}, {"--gen-len", OFF(gen_len), 1 << 30},
-               {"--repeat", OFF(repeat), 1 << 20},         {"--port", OFF(port), 65535},
-               {"--streams", OFF(streams), 256},           {"--chunk", OFF(chunk), 1 << 16}};
+} kCounts[] = {{"--threads", OFF(threads), 1024},
+               {"--context", OFF(context), 1 << 30},
+               {"--max-tokens", OFF(max_tokens), 1 << 30},
+               {"--max-queue", OFF(max_queue), 1 << 20},
+               {"--prompt-len", OFF(prompt_len), 1 << 30},
+               {"--gen-len", OFF(gen_len), 1 << 30},
+               {"--repeat", OFF(repeat), 1 << 20},
+               {"--port", OFF(port), 65535},
+               {"--streams", OFF(streams), 256},
+               {"--chunk", OFF(chunk), 1 << 16},
+               {"--device", OFF(device), 1023}};
 
 /* An integer too large for the flag: the flag's range when it has one (kCounts), else int's. */
 static int int_out_of_range(const char *name, const char *val) {

@@ -108,6 +108,7 @@ def _free_port():
     (["run", "--tokens", "1,,2"], "--tokens: empty token id in '1,,2'"),
     (["run", "--tokens", "1,2,"], "--tokens: empty token id in '1,2,'"),
     (["run", "--prompt", "hi", "--context", "1"], "--context must be 0 (the model's) or at least 2, got 1"),
+    (["run", "--prompt", "hi", "--device", "-1"], "--device must be between 0 and 1023, got -1"),
     (["serve", "--temperature", "nan"], "temperature must be a finite number >= 0 (got nan)"),
     (["serve", "--top-p", "-1"], "top_p must be in (0, 1] (got -1)"),
     (["serve", "--min-p", "inf"], "min_p must be in [0, 1] (got inf)"),
