@@ -18,14 +18,6 @@ namespace {
 
 constexpr int kTrials = 8192;
 
-__device__ __forceinline__ void imma16832(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // One warp per trial. W: [trial][16 rows][4 words]; B: [trial][limb][8 columns][4 t][2 words] (b0, b1 of lane
 // (column, t)); blocks: [trial][8] (e, nonfinite, sums). Out: P [trial][limb][16][8], V [trial][16][8].
 __global__ void probe_kernel(const uint32_t *W, const uint32_t *B, const weft_i8l_block *blocks, int *P,
@@ -38,7 +30,7 @@ __global__ void probe_kernel(const uint32_t *W, const uint32_t *B, const weft_i8
     for (int l = 0; l < WEFT_I8L_LIMBS; l++) {
         const uint32_t *b = B + ((((size_t)trial * WEFT_I8L_LIMBS + l) * 8 + g) * 4 + t) * 2;
         c[l][0] = c[l][1] = c[l][2] = c[l][3] = 0;
-        imma16832(c[l], a0, a1, a2, a3, b[0], b[1]);
+        weft_i8l_mma(c[l], a0, a1, a2, a3, b[0], b[1]);
         for (int r = 0; r < 4; r++) {
             const int row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
             P[(((size_t)trial * WEFT_I8L_LIMBS + l) * 16 + row) * 8 + col] = c[l][r];

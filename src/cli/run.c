@@ -58,7 +58,7 @@ static int render_chat(const cli_options *o, const weft_model *m, char **text, s
     size_t slen = 0;
     if (o->chat_template) {
         weft_err rerr = {0};
-        if (weft_read_file(o->chat_template, &src, &slen, &rerr)) { /* (a directory: "read error") */
+        if (weft_read_file(o->chat_template, &src, &slen, &rerr)) {
             fprintf(stderr, "weft: --chat-template %s\n", rerr.msg);
             return 2;
         }
@@ -176,7 +176,13 @@ static int report_path_ok(const char *path) {
     char *dir = strdup(path);
     if (!dir) return 2;
     char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+    const char *d = "."; /* the directory the file would be created in */
+    if (slash == dir) {
+        d = "/";
+    } else if (slash) {
+        *slash = 0;
+        d = dir;
+    }
     const int ok = access(d, W_OK) == 0;
     if (!ok) fprintf(stderr, "weft: --report %s: directory %s: %s\n", path, d, strerror(errno));
     free(dir);

@@ -76,6 +76,19 @@ WEFT_HD static inline void weft_i8l_split(const float *x, weft_i8l_block *b) {
     }
 }
 
+#if defined(__CUDACC__)
+/* c += A·B on int8 tensor cores (sm_80+): mma.sync m16n8k32 .s32.u8.s8, A = unsigned 4-bit values (a0..a3 in
+ * the PTX ISA's m16n8k32 8-bit A layout), B = limb bytes, c exact int32 (the kernels' and the probe's step).
+ */
+__device__ __forceinline__ void weft_i8l_mma(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
+
 /* The value of a block product P (the header's P: limbs joined, 8·sum taken off for Q4_0). */
 WEFT_HD static inline float weft_i8l_value(int32_t P, int32_t e, int32_t nonfinite) {
     if (nonfinite) return nanf("");

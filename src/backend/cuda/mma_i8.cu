@@ -21,7 +21,6 @@
 // elements 8t + 2j + h, j = 0..3 (byte j); word 24 = Σc (int32); word 25 = 2^(e−19) (float bits); word 26 = 1
 // when the block was not finite; words 27..31 = 0.
 #include "cuda_kernels.h"
-#include "cp_async.cuh"
 #include "i8limb.h"
 #include "pdl.cuh"
 #include "q4_mma.cuh"
@@ -69,22 +68,14 @@ __global__ void i8_prep_kernel(const float *__restrict__ X, int64_t ldx, int M, 
                              : 0u;
 }
 
-__device__ __forceinline__ void imma16832(int c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // One sub-block's value for the lane's two rows (meaningful in lanes t = 0) from its A words and the block's
 // prepared words xw [32] (shared memory).
 __device__ __forceinline__ void i8_sub(uint32_t wg, uint32_t wh, const uint32_t *xw, int g, int t, float &vg,
                                        float &vh) {
     const uint32_t b0 = g < 3 ? xw[(g * 4 + t) * 2] : 0u, b1 = g < 3 ? xw[(g * 4 + t) * 2 + 1] : 0u;
     int c[4] = {0, 0, 0, 0};
-    imma16832(c, wg & 0x0F0F0F0Fu, wh & 0x0F0F0F0Fu, (wg >> 4) & 0x0F0F0F0Fu, (wh >> 4) & 0x0F0F0F0Fu, b0,
-              b1);
+    weft_i8l_mma(c, wg & 0x0F0F0F0Fu, wh & 0x0F0F0F0Fu, (wg >> 4) & 0x0F0F0F0Fu, (wh >> 4) & 0x0F0F0F0Fu, b0,
+                 b1);
     const int p2g = __shfl_down_sync(0xffffffffu, c[0], 1), p2h = __shfl_down_sync(0xffffffffu, c[2], 1);
     const int32_t s8 = 8 * (int32_t)xw[24];
     const float unit = __uint_as_float(xw[25]);
@@ -110,25 +101,14 @@ __global__ void __launch_bounds__(256, 3)
         if (s < mine) st[s].load(w, qb, tile, nblk, warp + s * KW, ng, g);
     weft_pdl_enter(); // weights in flight (pdl.cuh); the row only after this
     uint32_t *xs = reinterpret_cast<uint32_t *>(red + (KW - 1) * 64);
-    for (int i = 0; i < mine; i++) { // this warp's K blocks' words: SB·32 u32 at kb·SB·32, 16 bytes per lane
-        const int64_t o = (int64_t)(warp + i * KW) * SB * 32;
-        cp_async<16>(xs + o + 4 * lane, XL + o + 4 * lane, true);
-        if (i == D - 1) cp_commit();
-    }
-    if (mine < D) cp_commit();
-    cp_commit();
-    cp_wait<1>();
-    __syncwarp();
+    q4_stage_slot<SB, D>(xs, XL, nullptr, nullptr, warp, KW, mine, lane); // this warp's K blocks' words
     float acc[2] = {0.0f, 0.0f};
     for (int i0 = 0; i0 < mine; i0 += D) {
 #pragma unroll
         for (int s = 0; s < D; s++) {
             const int i = i0 + s;
             if (i >= mine) break; // warp-uniform
-            if (i == D) {
-                cp_wait<0>();
-                __syncwarp();
-            }
+            if (i == D) q4_stage_rest();
             const int64_t kb = warp + (int64_t)i * KW;
 #pragma unroll
             for (int j = 0; j < SB; j++) {

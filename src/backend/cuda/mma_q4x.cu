@@ -16,7 +16,6 @@
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
 #include "pdl.cuh"
-#include "cp_async.cuh"
 
 namespace {
 
@@ -123,21 +122,10 @@ __global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
     weft_pdl_enter(); // the weights' first loads are in flight (pdl.cuh); activations only after this
     uint32_t *xs = reinterpret_cast<uint32_t *>(red + (KW - 1) * RQ * 64);
     float *xsum = reinterpret_cast<float *>(xs + nsub * 32);
-    // X1S: K block kb's words are SB·32 u32 at kb·SB·32 (16 bytes per lane and copy), in two groups — the
-    // first D blocks (waited for before the loop) and the rest (waited for at block D), so a warp with many K
-    // blocks starts on its first ones without waiting for all of its row.
-    if constexpr (X1S) {
-        for (int i = 0; i < mine; i++) {
-            const int64_t o = (int64_t)(warp + i * KW) * SB;
-            if (lane < SB * 8) cp_async<16>(xs + o * 32 + 4 * lane, XF + o * 32 + 4 * lane, true);
-            if (MODE == WEFT_CU_AFFINE && lane == 0) cp_async<4 * SB>(xsum + o, XS + o, true);
-            if (i == D - 1) cp_commit();
-        }
-        if (mine < D) cp_commit();
-        cp_commit();
-        cp_wait<1>();
-        __syncwarp();
-    }
+    // X1S: the warp's blocks of the row (and sums) staged in two groups (q4_stage_slot), so a warp with many
+    // K blocks starts on its first ones without waiting for all of its row.
+    if constexpr (X1S)
+        q4_stage_slot<SB, D>(xs, XF, MODE == WEFT_CU_AFFINE ? xsum : nullptr, XS, warp, KW, mine, lane);
     float acc[RQ][2], C[RQ][4], sxg[RQ];
 #pragma unroll
     for (int q = 0; q < RQ; q++) {
@@ -162,10 +150,7 @@ __global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
                 uint4 xn[SB];
                 float sn[SB];
                 if constexpr (X1S) { // this block's B words of row 0 (lanes g < 2) and its sums (lane t 0)
-                    if (i == D) {
-                        cp_wait<0>();
-                        __syncwarp();
-                    }
+                    if (i == D) q4_stage_rest();
                     const int kb = warp + i * KW;
 #pragma unroll
                     for (int j = 0; j < SB; j++) {

@@ -6,6 +6,7 @@
 #define WEFT_Q4_MMA_CUH
 
 #include "cuda_decode.cuh"
+#include "cp_async.cuh"
 
 #include <string.h>
 
@@ -210,6 +211,30 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
         }
     }
 };
+
+// The one-row kernels' staging of a warp's prepared row (mma_q4x.cu's X1S, mma_i8.cu): copies the 32·SB-word
+// blocks of the warp's K blocks w, w + KW, ... (mine of them) from src to the same word offsets of dst with
+// cp.async — and, with sdst, their SB sums each — in two commit groups (the first D blocks, then the rest),
+// and waits for the first; the caller calls q4_stage_rest() before it reads block D. Each warp reads only
+// what it copied, so no block barrier is needed.
+template <int SB, int D>
+__device__ __forceinline__ void q4_stage_slot(uint32_t *dst, const uint32_t *src, float *sdst,
+                                              const float *ssrc, int warp, int KW, int mine, int lane) {
+    for (int i = 0; i < mine; i++) {
+        const int64_t o = (int64_t)(warp + i * KW) * SB;
+        if (lane < SB * 8) cp_async<16>(dst + o * 32 + 4 * lane, src + o * 32 + 4 * lane, true);
+        if (sdst && lane == 0) cp_async<4 * SB>(sdst + o, ssrc + o, true);
+        if (i == D - 1) cp_commit();
+    }
+    if (mine < D) cp_commit();
+    cp_commit();
+    cp_wait<1>();
+    __syncwarp();
+}
+__device__ __forceinline__ void q4_stage_rest() {
+    cp_wait<0>();
+    __syncwarp();
+}
 
 // Output of one lane after the warps' sums: v0, v1 = the dot products of weight rows 16·tile + g and 16·tile
 // + g + 8 with activation row i, into epi (cuda_kernels.h's weft_cu_epi). All 32 lanes of the warp call it
