@@ -119,8 +119,8 @@ void time_decode(const Case &c, int ctx, int n_rows) {
 // Prefill rows: segments of consecutive positions in two streams' caches, grouped into query tiles, through
 // weft_cu_attention_tiles; each row must equal the per-row kernel's result bit for bit (and the fp64
 // reference on a sample of rows).
-void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, int rh) {
-    const int qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv, rh);
+void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs) {
+    const int qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv);
     float *kv[2];
     for (auto &p : kv) CK(cudaMalloc(&p, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
     std::vector<float> cache0 = fill_cache(kv[0], c, 5), cache1 = fill_cache(kv[1], c, 6);
@@ -148,18 +148,19 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
     for (auto &r : rows) max_pos = std::max(max_pos, r.pos);
     const float scale = 1.0f / sqrtf((float)c.d);
     CK(weft_cu_attention(dq, da, drows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, scratch, c.cap, 0));
-    CK(weft_cu_attention_tiles(dq, db, drows, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d, 0, scale, rh, 0));
+    CK(weft_cu_attention_tiles(dq, db, drows, n, max_pos, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d, 0, scale,
+                               scratch, c.cap, 0));
     std::vector<float> a = dev_download(da, q.size()), b = dev_download(db, q.size());
     int bad_rows = 0;
     for (int r = 0; r < n; r++) bad_rows += memcmp(&a[(size_t)r * qd], &b[(size_t)r * qd], qd * 4) != 0;
     double worst = 0;
     for (int r = 0; r < n; r += std::max(1, n / 6))
         worst = fmax(worst, ref_check(c, q, rows[r].kv == kv[0] ? cache0 : cache1, b, r, rows[r].pos));
-    EXPECT(bad_rows == 0, "attention tiles %d/%d d=%d rh=%d: %d of %d rows differ from the per-row kernel",
-           c.Hq, c.Hkv, c.d, rh, bad_rows, n);
+    EXPECT(bad_rows == 0, "attention tiles %d/%d d=%d: %d of %d rows differ from the per-row kernel", c.Hq,
+           c.Hkv, c.d, bad_rows, n);
     EXPECT(worst < 1e-5, "attention tiles %d/%d d=%d: worst %.3g", c.Hq, c.Hkv, c.d, worst);
-    printf("attention tiles %2d/%d d=%-3d rh=%d rows=%-4d tiles=%-3d worst=%.1e same bits as per-row: %s\n",
-           c.Hq, c.Hkv, c.d, rh, n, (int)tiles.size(), worst, bad_rows ? "FAIL" : "ok");
+    printf("attention tiles %2d/%d d=%-3d rows=%-4d tiles=%-3d worst=%.1e same bits as per-row: %s\n", c.Hq,
+           c.Hkv, c.d, n, (int)tiles.size(), worst, bad_rows ? "FAIL" : "ok");
     cudaFree(dq);
     cudaFree(da);
     cudaFree(db);
@@ -170,8 +171,8 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
 }
 
 // A 256-row prefill chunk ending at position ctx - 1: per-row kernel vs tiles.
-void time_prefill(const Case &c, int ctx, int rh) {
-    const int n = 256, qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv, rh);
+void time_prefill(const Case &c, int ctx) {
+    const int n = 256, qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv);
     float *kv = nullptr, *dq = nullptr, *dout = nullptr, *scratch = nullptr;
     CK(cudaMalloc(&kv, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
     CK(cudaMemset(kv, 0x3c, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
@@ -193,17 +194,16 @@ void time_prefill(const Case &c, int ctx, int rh) {
         1, 5);
     const double t1 = time_ms(
         [&] {
-            weft_cu_attention_tiles(dq, dout, drows, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d, 0, scale, rh,
-                                    0);
+            weft_cu_attention_tiles(dq, dout, drows, n, ctx - 1, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d, 0,
+                                    scale, scratch, c.cap, 0);
         },
         1, 5);
     CK(cudaGetLastError());
     // FLOPs: per row and query head, 2·d per key for q·k and 2·d per key for p·v
     const double flop = 4.0 * c.d * c.Hq * ((double)n * ctx - (double)n * (n - 1) / 2);
-    printf(
-        "attention prefill %d/%d d=%d 256 rows ending at %-6d per-row %.3f ms | tiles (rh %d) %.3f ms (%.1f "
-        "TFLOP/s)\n",
-        c.Hq, c.Hkv, c.d, ctx, t0, rh, t1, flop / t1 / 1e9);
+    printf("attention prefill %d/%d d=%d 256 rows ending at %-6d per-row %.3f ms | tiles %.3f ms (%.1f "
+           "TFLOP/s)\n",
+           c.Hq, c.Hkv, c.d, ctx, t0, t1, flop / t1 / 1e9);
     cudaFree(kv);
     cudaFree(dq);
     cudaFree(dout);
@@ -221,15 +221,16 @@ int main() {
     const int mid[] = {0, 100, 1023, 1024, 1025, 2047, 3000, 4095};
     run_case(Case{32, 8, 128, 4096}, mid, 8);
     run_case(Case{64, 8, 128, 2048}, mid, 4);
-    for (int rh : {8, 4}) { // row-heads per warp
-        check_tiles(Case{4, 2, 16, 64}, {{0, 40}, {0, 64}, {10, 5}}, rh);
-        check_tiles(Case{4, 2, 32, 128}, {{0, 48}, {60, 68}}, rh);
-        check_tiles(Case{32, 8, 128, 4096}, {{0, 40}, {230, 60}, {1000, 64}, {4060, 36}, {2040, 17}}, rh);
-        check_tiles(Case{64, 8, 128, 2048}, {{250, 20}, {1020, 9}}, rh);
-        check_tiles(Case{8, 8, 64, 1024}, {{500, 70}, {0, 3}}, rh);
-    }
-    for (int ctx : {512, 2048, 8192})
-        for (int rh : {8, 4}) time_prefill(Case{32, 8, 128, 8192}, ctx, rh);
+    run_case(Case{8, 2, 256, 2048}, mid, 6);  // head dim 256 (the decode kernel only)
+    run_case(Case{40, 8, 128, 4096}, mid, 8); // 5 heads per kv head: padded m-tile rows
+    check_tiles(Case{4, 2, 16, 64}, {{0, 40}, {0, 64}, {10, 5}});
+    check_tiles(Case{4, 2, 32, 128}, {{0, 48}, {60, 68}});
+    check_tiles(Case{32, 8, 128, 4096}, {{0, 40}, {230, 60}, {1000, 64}, {4060, 36}, {2040, 17}});
+    check_tiles(Case{64, 8, 128, 2048}, {{250, 20}, {1020, 9}});
+    check_tiles(Case{8, 8, 64, 1024}, {{500, 70}, {0, 3}});
+    check_tiles(Case{40, 8, 128, 1024}, {{0, 100}, {700, 33}}); // 5 heads per kv head: padded m-tile rows
+    check_tiles(Case{16, 1, 64, 512}, {{0, 9}, {300, 40}});     // 16 heads per kv head
+    for (int ctx : {512, 2048, 8192}) time_prefill(Case{32, 8, 128, 8192}, ctx);
     for (int ctx : {512, 4096, 32768}) time_decode(Case{32, 8, 128, 32768}, ctx, 1);
     time_decode(Case{32, 8, 128, 4096}, 512, 16);
     return report("bench_cuda_attention");

@@ -1,132 +1,130 @@
 // Causal GQA attention over fixed key blocks aligned to absolute positions (cuda_kernels.h).
 //
-// Kernel 1, one block per (row, kv head, span of WEFT_CU_ATTN_SPAN·KB keys): warp u takes (key block b, query
-// head g) pairs u, u + warps, ... of the span's blocks × the G = Hq/Hkv query heads of the kv head:
-//   s_t = (q·k_t)·scale (lane t = key t of the block; fmaf over the head dims in order), m_b = max_t s_t,
-//   p_t = exp(s_t − m_b), l_b = Σ p_t (xor-shuffle tree), o_b[c] = Σ_t p_t·v_t[c] (lane = column c, fmaf over
-//   the block's KB slots in order, p = 0 past pos);
-// then the span's blocks are folded in ascending order (online-softmax rescale, Fold) into the span's
-// (m, l, o). A row whose keys fit one span writes o / l; otherwise the span partials go to scratch and
-// kernel 2 folds them in ascending order, then writes o / l. Folding one span into an empty total returns it
-// unchanged, so both paths define the same function. Nothing depends on the other rows or on the grid size.
-// Split mode (calls with few rows and spans, i.e. batch-1 decode, where one block per span leaves most SMs
-// idle): kernel 1 runs one block per (row, kv head, key block) and writes the key block's partial to scratch
-// unfolded; kernel 2 then does the folds kernel 1 would have done — blocks into their span, ascending, then
-// spans into the total — with the same operations in the same order, so the bits are the same.
-// One (block, head) pair per warp keeps each warp's dependent chain short and the SM full of warps: a decode
-// row has few key blocks, so latency, not bandwidth, sets the time (bench/NOTES.md, session 4).
+// Kernel 1, one block per (row, kv head, span of WEFT_CU_ATTN_SPAN·KB keys): warp u takes key blocks u,
+// u + warps, ... of the span, each for all G = Hq/Hkv query heads of the kv head at once (the heads are the
+// rows of one m-tile of 16): attn_block (attn_mma.cuh) gives the block's (m_b, l_b, o_b) per head on bf16
+// tensor cores (hi/lo split operands), its K and V fragments read straight from the cache (keys past the
+// row's position clamped to its last key: they are masked, p = 0). Then the span's blocks are folded in
+// ascending order (online-softmax rescale, Fold) into the span's (m, l, o). A row whose keys fit one span
+// writes o / l; otherwise the span partials go to scratch and kernel 2 folds them in ascending order, then
+// writes o / l. Folding one span into an empty total returns it unchanged, so both paths define the same
+// function. Nothing depends on the other rows or on the grid size. Split mode (calls with few rows and spans,
+// i.e. batch-1 decode, where one block per span leaves most SMs idle): kernel 1 runs one block per (row, kv
+// head, key block) and writes the key block's partial to scratch unfolded; kernel 2 then does the folds
+// kernel 1 would have done — blocks into their span, ascending, then spans into the total — with the same
+// operations in the same order, so the bits are the same.
 #include "cuda_kernels.h"
-#include "attn_common.cuh"
+#include "attn_mma.cuh"
 #include "pdl.cuh"
 
 #include <math.h>
 
 namespace {
 
-constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN, kMaxThreads = 1024;
+constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
 // Split mode when a call has at most this many (row, span) pairs and fewer than kSplitBlocks span blocks; the
 // scratch (weft_cu_attention_scratch_floats) is sized for kSplitRowSpans · SPAN key-block partials per head.
-constexpr int kSplitRowSpans = 16, kSplitBlocks = 128;
+constexpr int kSplitRowSpans = 16, kSplitBlocks = 128, kSplitWarps = 4;
 
-// One warp's (key block, query head) partial: mb/lb [G] and ob [G·d] of block w in shared memory.
-// DJ = ceil(d / 32) output columns per lane.
-// K rows come from kb (key t0 + i at kb + i·ks): the span's K tile in shared memory (KSM) or the cache; V
-// rows from vb (vb + i·vs): the block's V tile in shared memory (VSM) or the cache.
-template <int DJ, bool KSM, bool VSM>
-__device__ __forceinline__ void block_head(const float *__restrict__ qg, const float *__restrict__ kb, int ks,
-                                           const float *__restrict__ vb, int vs, int nv, int d, float scale,
-                                           int lane, float *mb, float *lb, float *ob) {
-    const bool valid = lane < nv;
-    const float *krow = kb + (size_t)(valid ? lane : 0) * ks;
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int c = 0; c < d; c += 4) {
-        const float4 k4 = KSM ? *reinterpret_cast<const float4 *>(krow + c)
-                              : __ldg(reinterpret_cast<const float4 *>(krow + c));
-        const float4 q4 = *reinterpret_cast<const float4 *>(qg + c);
-        acc = fmaf(q4.x, k4.x, acc);
-        acc = fmaf(q4.y, k4.y, acc);
-        acc = fmaf(q4.z, k4.z, acc);
-        acc = fmaf(q4.w, k4.w, acc);
-    }
-    const float sc = valid ? acc * scale : -INFINITY;
-    const float m = warp_max(sc);
-    const float pv = valid ? expf(sc - m) : 0.0f;
-    const float l = warp_sum(pv);
-    if (lane == 0) {
-        *mb = m;
-        *lb = l;
-    }
-    // o_b over all KB key slots in order (slots past nv have p = 0 and read a clamped, written row), so the
-    // loop has a fixed trip count and its loads can be in flight together; lanes past d read a clamped
-    // column and store nothing.
-    float o[DJ];
-#pragma unroll
-    for (int j = 0; j < DJ; j++) o[j] = 0.0f;
-#pragma unroll 8
-    for (int kk = 0; kk < KB; kk++) {
-        const float p = __shfl_sync(0xffffffffu, pv, kk);
-        const float *vrow = vb + (size_t)min(kk, nv - 1) * vs;
-#pragma unroll
-        for (int j = 0; j < DJ; j++) {
-            const int c = min(lane + 32 * j, d - 1);
-            o[j] = fmaf(p, VSM ? vrow[c] : __ldg(vrow + c), o[j]);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < DJ; j++)
-        if (lane + 32 * j < d) ob[lane + 32 * j] = o[j];
+__host__ __device__ constexpr int split_kv_words(int d) {
+    return 2 * WEFT_CU_ATTN_KB * (d / 2 + 4) + 2 * d * kAttnVS;
 }
 
-// Shared memory: q [G·d], block partials ob [NBC][G·d], mb/lb [NBC][G] (each padded to a multiple of 4),
-// then with KSM the block's K rows [NBC·KB][d + 4] (16-byte rows; lane l reading row l then hits distinct
-// banks per 8-lane phase), then with VSM its V rows [NBC·KB][d]. NBC = key blocks per thread block: SPAN (a
-// whole span, folded here) or 1 (split mode: block partials to scratch, laid out [row][query head][key block
-// of the call (nbrow per row)][m, l, o[d]]).
-template <int DJ, bool KSM, bool VSM>
-__global__ void __launch_bounds__(kMaxThreads)
+// K and V fragments straight from one row's cache (keys from t0, clamped to last); Q from shared memory.
+struct CacheSrc : AttnQ {
+    const float *K, *V; // the kv head's column 0 at position 0
+    int kvd, t0, last;
+    __device__ __forceinline__ void k(int ks, int nt, uint32_t h[2], uint32_t l[2]) const {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+        const float *kr = K + (size_t)min(t0 + 8 * nt + g, last) * kvd + 16 * ks + 2 * t;
+        const float2 a = __ldg(reinterpret_cast<const float2 *>(kr)),
+                     b = __ldg(reinterpret_cast<const float2 *>(kr + 8));
+        attn_split(a.x, a.y, h[0], l[0]);
+        attn_split(b.x, b.y, h[1], l[1]);
+    }
+    __device__ __forceinline__ void v(int kk, int nt, uint32_t h[2], uint32_t l[2]) const {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+        const int k0 = t0 + 16 * kk + 2 * t;
+        const float *vc = V + 8 * nt + g;
+        const float v0 = __ldg(vc + (size_t)min(k0, last) * kvd),
+                    v1 = __ldg(vc + (size_t)min(k0 + 1, last) * kvd),
+                    v8 = __ldg(vc + (size_t)min(k0 + 8, last) * kvd),
+                    v9 = __ldg(vc + (size_t)min(k0 + 9, last) * kvd);
+        attn_split(v0, v1, h[0], l[0]);
+        attn_split(v8, v9, h[1], l[1]);
+    }
+};
+
+// A key block's partials for the G heads into shared memory: mb, lb [G], ob [G][d].
+struct BlockOut {
+    float *mb, *lb, *ob;
+    int G, d;
+    bool ml; // this warp stores mb, lb (warps sharing a block compute the same values)
+    __device__ __forceinline__ void begin(const AttnBlock &b) {
+        const int lane = threadIdx.x & 31, g = lane >> 2;
+        if ((lane & 3) != 0 || !ml) return;
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (g + 8 * r < G) {
+                mb[g + 8 * r] = b.m[r];
+                lb[g + 8 * r] = b.l[r];
+            }
+    }
+    __device__ __forceinline__ void tile(int nt, const float o[4]) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (g + 8 * r < G)
+                *reinterpret_cast<float2 *>(ob + (g + 8 * r) * d + 8 * nt + 2 * t) =
+                    make_float2(o[2 * r], o[2 * r + 1]);
+    }
+};
+
+// Shared memory: Q hi, lo planes [16][QS] (u32; rows past G zero); in split mode the block's K and Vᵀ planes
+// (SmemSrc); then fp32: block partials ob [NBC][G·d], mb/lb [NBC][G] (each padded to a multiple of 4).
+// NBC = key blocks per thread block: SPAN (a whole span, folded here; one warp per key block, its K and V
+// fragments read from the cache) or 1 (split mode: kSplitWarps warps stage the block in shared memory with
+// one memory round trip, then share its n-tiles; the block partials go to scratch, laid out [row][query
+// head][key block of the call (nbrow per row)][m, l, o[d]]).
+template <int DMAX>
+__global__ void __launch_bounds__(32 * SPAN)
     attn_span_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows, int Hq,
                      int Hkv, int d, int layer, float scale, float *scratch, int max_spans, int NBC,
                      int nbrow) {
-    extern __shared__ __align__(16) float sm[];
+    extern __shared__ __align__(16) uint32_t smw[];
     weft_pdl_enter();
-    const int r = blockIdx.x, j = blockIdx.y, span = blockIdx.z, t = threadIdx.x, lane = t & 31, w = t >> 5;
+    const int r = blockIdx.x, j = blockIdx.y, span = blockIdx.z, t = threadIdx.x, w = t >> 5;
     const int T = blockDim.x, nw = T >> 5;
-    const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d;
+    const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4;
     const weft_cu_row row = rows[r];
     const int nkeys = row.pos + 1, k0 = span * NBC * KB;
     if (k0 >= nkeys) return;
     const int NG4 = (NBC * G + 3) & ~3;
-    float *sq = sm, *ob = sq + Gd, *mb = ob + NBC * Gd, *lb = mb + NG4;
+    uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
+             *vl = vh + d * kAttnVS;
+    float *ob = reinterpret_cast<float *>(kh + (NBC == 1 ? split_kv_words(d) : 0)), *mb = ob + NBC * Gd,
+          *lb = mb + NG4;
     const int qoff = r * Hq * d + j * Gd;
     const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
     const float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
-    // KSM: the span's K rows copied once, coalesced, into shared memory, where each warp's lanes read one key
-    // row each. Read straight from the cache, those per-lane rows cost the L1 one line per lane per load
-    // (measured: ~30 of ~40 µs stalled on L1TEX at ctx 600). The copy changes no value.
-    const int nk = min(NBC * KB, nkeys - k0), DP = d + 4;
-    float *sk = lb + NG4, *sv = sk + NBC * KB * DP;
-    if (KSM) { // (VSM: the V rows in the same pass, so both tiles cost one memory round trip)
-        const int d4 = d / 4;
-        for (int i = t; i < nk * d4; i += T) {
-            const int key = i / d4, c4 = i % d4;
-            const size_t gi = (size_t)(k0 + key) * kvd + 4 * c4;
-            const float4 kv4 = __ldg(reinterpret_cast<const float4 *>(Kc + gi));
-            if (VSM)
-                *reinterpret_cast<float4 *>(sv + key * d + 4 * c4) =
-                    __ldg(reinterpret_cast<const float4 *>(Vc + gi));
-            *reinterpret_cast<float4 *>(sk + key * DP + 4 * c4) = kv4;
-        }
-    }
-    for (int i = t; i < Gd; i += T) sq[i] = Q[qoff + i];
-    __syncthreads();
+    attn_stage_q(qh, ql, QS, 16, d,
+                 [&](int g) -> const float * { return g < G ? Q + qoff + g * d : nullptr; });
     const int nb = min(NBC, (nkeys - k0 + KB - 1) / KB);
-    for (int u = w; u < nb * G; u += nw) {
-        const int b = u / G, g = u % G, t0 = k0 + b * KB;
-        const float *kb = KSM ? sk + b * KB * DP : Kc + (size_t)t0 * kvd;
-        const float *vb = VSM ? sv + b * KB * d : Vc + (size_t)t0 * kvd;
-        block_head<DJ, KSM, VSM>(sq + g * d, kb, KSM ? DP : kvd, vb, VSM ? d : kvd, min(KB, nkeys - t0), d,
-                                 scale, lane, &mb[b * G + g], &lb[b * G + g], ob + b * Gd + g * d);
+    const int pos[2] = {row.pos, row.pos}; // padded rows (heads past G) are computed and never stored
+    if (NBC == 1) {
+        attn_stage_kv<DMAX, 32 * kSplitWarps>(kh, kl, vh, vl, QS, Kc, Vc, kvd, k0, row.pos, d);
+        __syncthreads();
+        const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};
+        BlockOut bo{mb, lb, ob, G, d, w == 0};
+        attn_block<DMAX>(src, pos, k0, d, scale, bo, w, nw);
+    } else {
+        __syncthreads();
+        for (int b = w; b < nb; b += nw) {
+            const int t0 = k0 + b * KB;
+            const CacheSrc src{{qh, ql, QS}, Kc, Vc, kvd, t0, row.pos};
+            BlockOut bo{mb + b * G, lb + b * G, ob + b * Gd, G, d, true};
+            attn_block<DMAX>(src, pos, t0, d, scale, bo);
+        }
     }
     __syncthreads();
     if (NBC != SPAN) { // split mode: the block partials as they are, for kernel 2
@@ -203,30 +201,33 @@ __global__ void attn_combine_kernel(float *Out, const weft_cu_row *__restrict__ 
     }
 }
 
-template <int DJ>
+cudaError_t combine_launch(float *out, const weft_cu_row *rows, int n, int Hq, int d, const float *scratch,
+                           int max_spans, int nbrow, cudaStream_t stream) {
+    return weft_pdl_launch(attn_combine_kernel, dim3((unsigned)n, (unsigned)Hq), dim3(d < 128 ? 32 : 128), 0,
+                           stream, out, rows, Hq, d, scratch, max_spans, nbrow);
+}
+
+template <int DMAX>
 cudaError_t span_launch(dim3 grid, int threads, int G, cudaStream_t stream, const float *q, float *out,
                         const weft_cu_row *rows, int Hq, int Hkv, int d, int layer, float scale,
                         float *scratch, int max_spans, int NBC, int nbrow) {
-    // The K tile in shared memory when it fits (d <= 128: at most ~173 KB with G·d <= 1024); split mode
-    // (NBC = 1) also its V tile.
-    const size_t base = (size_t)G * d * (1 + NBC) + 2 * (size_t)((NBC * G + 3) & ~3);
-    const size_t ksm = sizeof(float) * (base + (size_t)NBC * KB * (size_t)(d + 4));
-    const bool use_ksm = d <= 128, use_vsm = use_ksm && NBC == 1;
-    const size_t smem = use_vsm   ? ksm + sizeof(float) * (size_t)KB * (size_t)d
-                        : use_ksm ? ksm
-                                  : sizeof(float) * base;
-    auto kernel = use_vsm   ? attn_span_kernel<DJ, true, true>
-                  : use_ksm ? attn_span_kernel<DJ, true, false>
-                            : attn_span_kernel<DJ, false, false>;
+    const size_t smem =
+        4 * ((size_t)2 * 16 * (size_t)(d / 2 + 4) + (NBC == 1 ? (size_t)split_kv_words(d) : 0) +
+             (size_t)NBC * G * d + 2 * (size_t)((NBC * G + 3) & ~3));
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<DMAX>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    return weft_pdl_launch(kernel, grid, dim3(threads), smem, stream, q, out, rows, Hq, Hkv, d, layer, scale,
-                           scratch, max_spans, NBC, nbrow);
+    return weft_pdl_launch(attn_span_kernel<DMAX>, grid, dim3(threads), smem, stream, q, out, rows, Hq, Hkv,
+                           d, layer, scale, scratch, max_spans, NBC, nbrow);
 }
 
 } // namespace
+
+extern "C" int weft_cu_attention_ok(int Hq, int Hkv, int d) {
+    return Hkv > 0 && Hq % Hkv == 0 && Hq / Hkv <= 16 && d > 0 && d <= 256 && d % 16 == 0;
+}
 
 extern "C" size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, int max_context) {
     const int spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
@@ -238,42 +239,35 @@ extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_
                                          int max_pos, int Hq, int Hkv, int d, int layer, float scale,
                                          float *scratch, int max_context, cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
-    if (Hkv <= 0 || Hq % Hkv || d <= 0 || d > 256 || d % 4 || (Hq / Hkv) * d > 1024 || max_pos >= max_context)
-        return cudaErrorInvalidValue;
+    if (!weft_cu_attention_ok(Hq, Hkv, d) || max_pos >= max_context) return cudaErrorInvalidValue;
     const int G = Hq / Hkv, spans = max_pos / (SPAN * KB) + 1,
               max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
     // Split mode (the header) when one block per span would leave most of the GPU idle; the choice changes
     // where the folds run, never their order.
     const bool split = (int64_t)n * spans <= kSplitRowSpans && (int64_t)n * Hkv * spans < kSplitBlocks;
     const int NBC = split ? 1 : SPAN, nbrow = split ? spans * SPAN : 0;
-    // One warp per (key block, query head) of the thread block, at most kMaxThreads threads.
-    const int threads = min(kMaxThreads, 32 * NBC * G);
+    const int threads = split ? 32 * kSplitWarps : 32 * NBC; // non-split: one warp per key block
     const dim3 grid((unsigned)n, (unsigned)Hkv, (unsigned)(spans * (SPAN / NBC)));
-    cudaError_t e = cudaSuccess;
-    switch ((d + 31) / 32) {
-    case 1:
-        e = span_launch<1>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                           max_spans, NBC, nbrow);
-        break;
-    case 2:
-        e = span_launch<2>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                           max_spans, NBC, nbrow);
-        break;
-    case 3:
-    case 4:
-        e = span_launch<4>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                           max_spans, NBC, nbrow);
-        break;
-    default:
-        e = span_launch<8>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                           max_spans, NBC, nbrow);
-        break;
-    }
+    cudaError_t e;
+    if (d <= 32)
+        e = span_launch<32>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+                            max_spans, NBC, nbrow);
+    else if (d <= 64)
+        e = span_launch<64>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+                            max_spans, NBC, nbrow);
+    else if (d <= 128)
+        e = span_launch<128>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+                             max_spans, NBC, nbrow);
+    else
+        e = span_launch<256>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+                             max_spans, NBC, nbrow);
     if (e != cudaSuccess) return e;
-    if (spans > 1 || split) {
-        const int cthreads = d < 128 ? 32 : 128;
-        return weft_pdl_launch(attn_combine_kernel, dim3((unsigned)n, (unsigned)Hq), dim3(cthreads), 0,
-                               stream, out, rows, Hq, d, (const float *)scratch, max_spans, nbrow);
-    }
+    if (spans > 1 || split) return combine_launch(out, rows, n, Hq, d, scratch, max_spans, nbrow, stream);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n, int Hq, int d,
+                                                 const float *scratch, int max_context, cudaStream_t stream) {
+    return combine_launch(out, rows, n, Hq, d, scratch, (max_context + SPAN * KB - 1) / (SPAN * KB), 0,
+                          stream);
 }

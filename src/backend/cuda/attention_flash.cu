@@ -1,236 +1,178 @@
 // Prefill attention over query tiles (weft_cu_attention_tiles, cuda_kernels.h): the same arithmetic as the
-// decode kernel (attention.cu), organised so that a tile's rows share each key block's loads.
+// decode kernel (attention.cu), organised so that a tile's rows share each key block's operands.
 //
-// One block per (tile of up to 8·RH/G consecutive rows of one stream, kv head j): its 8·RH row-heads (row,
-// query head of the group) are spread over 8 warps, RH per warp (RH = 4: 128 registers, two blocks per SM,
-// measured 2-3% faster than RH = 8 at one block per SM; both kept, same bits). For each key block of
-// WEFT_CU_ATTN_KB positions (aligned to absolute position 0, ascending, double-buffered into shared memory
-// with cp.async), lane t of a warp is key t for the warp's 8 row-heads:
-//   s_t = (q·k_t)·scale (fmaf over the head dims in order), m_b = max_t s_t, p_t = exp(s_t − m_b),
-//   l_b = Σ p_t (xor-shuffle tree), o_b = Σ_t p_t·v_t (fmaf over the block's KB slots in order, slots past
-//   the row's last key reading that key's row with p = 0),
-// then the block folds into the row-head's span partial (fold() of attn_common.cuh, ascending), a full span
-// folds into the total, and at the row's last block the output is o / l of the span (rows whose keys fit one
-// span) or of the total — step for step what attention.cu's span kernel and combine kernel compute, so a row
-// gives the same bits whichever kernel runs it and whatever rows share its tile.
+// One block per (tile of up to 64/G consecutive rows of one stream, kv head j, span of WEFT_CU_ATTN_SPAN key
+// blocks): its 64 row-heads (row, query head of the group) form four m-tiles of 16, one per warp. For each
+// key block of the span (WEFT_CU_ATTN_KB positions aligned to absolute position 0, ascending) the block's
+// threads stage K and Vᵀ as bf16 hi/lo planes in shared memory (keys past the tile's last position as
+// zeros), then each warp runs attn_block (attn_mma.cuh) and folds the block into its rows' span partials
+// (Fold's operations, ascending). At a row's last block of the span, a row whose keys fit one span writes
+// o / l; any other row stores the span partial (m, l, o) to scratch and attention.cu's combine kernel folds
+// the spans in ascending order — step for step what attention.cu's span and combine kernels compute, so a
+// row gives the same bits whichever kernel runs it and whatever rows share its tile.
 #include "cuda_kernels.h"
-#include "attn_common.cuh"
+#include "attn_mma.cuh"
 #include "pdl.cuh"
-#include "cp_async.cuh"
 
 namespace {
 
 constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
-constexpr int kWarps = 8;                    // a block's row-heads: kWarps · kRH (kRH per warp, 8 or 4)
-constexpr int kMaxD = 128, kDJ = kMaxD / 32; // head dims per lane: c = lane + 32·jj
+constexpr int kWarps = 4, kRowHeads = 16 * kWarps; // a block's row-heads: one m-tile of 16 per warp
+constexpr int kMaxD = 128;
 
-// Shared memory: q [64][DP], then per buffer b: K [KB][DP], V [KB][DP]; DP = d + 4 (16-byte rows, no bank
-// conflicts when each lane reads its own key row); then per warp the block's probabilities [KB][8].
-template <int kRH>
-__global__ void __launch_bounds__(kWarps * 32, kRH == 4 ? 2 : 1)
+// Shared memory (u32 words): Q hi, lo [64][QS]; K hi, lo [KB][QS]; Vᵀ hi, lo [d][kAttnVS].
+__host__ __device__ constexpr size_t tile_smem_words(int d) {
+    return (size_t)2 * (kRowHeads + KB) * (size_t)(d / 2 + 4) + (size_t)2 * d * kAttnVS;
+}
+
+// Fold::add (attn_common.cuh) on the lane's elements of one row: m, l updated; returns (ca, cb) for its o.
+__device__ __forceinline__ float2 fold_ml(float &m, float &l, float m2, float l2) {
+    const float mn = fmaxf(m, m2), ca = expf(m - mn), cb = expf(m2 - mn);
+    l = __fadd_rn(__fmul_rn(l, ca), __fmul_rn(l2, cb));
+    m = mn;
+    return make_float2(ca, cb);
+}
+
+// The warp's span partials: a block's o_b folds in as attn_block hands out its n-tiles.
+template <int DMAX> struct SpanFold {
+    float ms[2], ls[2], os[DMAX / 8][4];
+    float2 c[2];
+    bool live[2];
+    __device__ __forceinline__ void begin(const AttnBlock &b) {
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (live[r]) c[r] = fold_ml(ms[r], ls[r], b.m[r], b.l[r]);
+    }
+    __device__ __forceinline__ void tile(int nt, const float o[4]) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (live[i / 2])
+                os[nt][i] = __fadd_rn(__fmul_rn(os[nt][i], c[i / 2].x), __fmul_rn(o[i], c[i / 2].y));
+    }
+};
+
+template <int DMAX>
+__global__ void __launch_bounds__(kWarps * 32, 3)
     attn_tile_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows,
-                     const weft_cu_tile *__restrict__ tiles, int Hq, int Hkv, int d, int layer, float scale) {
-    constexpr int kRowHeads = kWarps * kRH;
-    extern __shared__ __align__(16) float sm[];
+                     const weft_cu_tile *__restrict__ tiles, int Hq, int Hkv, int d, int layer, float scale,
+                     float *scratch, int max_spans) {
+    extern __shared__ __align__(16) uint32_t smw[];
     weft_pdl_enter();
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, j = blockIdx.y;
-    const int G = Hq / Hkv, kvd = Hkv * d, DP = d + 4;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, j = blockIdx.y, span = blockIdx.z;
+    const int g = lane >> 2, t = lane & 3;
+    const int G = Hq / Hkv, kvd = Hkv * d, QS = d / 2 + 4, d8 = d / 8;
     const weft_cu_tile tl = tiles[blockIdx.x];
     const int r0 = tl.r0, nr = tl.n;
     const weft_cu_row row0 = rows[r0];
     int P = row0.pos;
     for (int k = 1; k < nr; k++) P = max(P, rows[r0 + k].pos);
-    float *sq = sm, *kv0 = sm + kRowHeads * DP;
-    float *sp = kv0 + 4 * KB * DP + warp * KB * kRH; // this warp's probabilities [key][row-head]
+    const int kb0 = span * SPAN, kb1 = min(kb0 + SPAN, P / KB + 1);
+    if (kb0 >= kb1) return; // the tile's keys end before this span
+    uint32_t *qh = smw, *ql = qh + kRowHeads * QS, *kh = ql + kRowHeads * QS, *kl = kh + KB * QS;
+    uint32_t *vh = kl + KB * QS, *vl = vh + d * kAttnVS;
     const float *Kc = row0.kv + (size_t)(2 * layer) * (size_t)row0.cap * (size_t)kvd + (size_t)j * d;
     const float *Vc = Kc + (size_t)row0.cap * (size_t)kvd;
-    const int nkb = P / KB + 1, d4 = d / 4;
 
-    auto issue = [&](int kb) { // K and V rows of key block kb that exist (<= P) into buffer kb & 1
-        float *Ks = kv0 + (size_t)(kb & 1) * 2 * KB * DP, *Vs = Ks + KB * DP;
-        const int t0 = kb * KB, nrow = min(KB, P + 1 - t0);
-        for (int idx = tid; idx < 2 * nrow * d4; idx += kWarps * 32) {
-            const int which = idx / (nrow * d4), rem = idx % (nrow * d4), rr = rem / d4, c4 = rem % d4;
-            const float *src = (which ? Vc : Kc) + (size_t)(t0 + rr) * kvd + 4 * c4;
-            cp_async<16>((which ? Vs : Ks) + rr * DP + 4 * c4, src, true);
-        }
-        cp_commit();
-    };
-    issue(0);
-    for (int i = tid; i < kRowHeads * d; i += kWarps * 32) {
-        const int rh = i / d, c = i % d, rr = rh / G, gg = rh % G;
-        sq[rh * DP + c] = rr < nr ? Q[((size_t)(r0 + rr) * Hq + (size_t)j * G + gg) * d + c] : 0.0f;
-    }
-
-    // This warp's row-heads: rh = warp·8 + i, row rr = rh / G of the tile, head gg = rh % G of the group.
-    int pos[kRH];
-    bool act[kRH];
-    float ms[kRH], ls[kRH], os[kRH][kDJ], mt[kRH], lt[kRH], ot[kRH][kDJ];
+    attn_stage_q(qh, ql, QS, kRowHeads, d, [&](int rh) -> const float * {
+        const int rr = rh / G;
+        return rr < nr ? Q + ((size_t)(r0 + rr) * Hq + (size_t)j * G + rh % G) * d : nullptr;
+    });
+    // The lane's rows: r = 0 is row-head warp·16 + g, r = 1 is warp·16 + g + 8 (row rh / G, head rh % G).
+    int pos[2];
+    SpanFold<DMAX> sf;
 #pragma unroll
-    for (int i = 0; i < kRH; i++) {
-        const int rh = warp * kRH + i, rr = rh / G;
-        act[i] = rr < nr;
-        pos[i] = act[i] ? rows[r0 + rr].pos : -1;
-        ms[i] = mt[i] = -INFINITY;
-        ls[i] = lt[i] = 0.0f;
-#pragma unroll
-        for (int jj = 0; jj < kDJ; jj++) os[i][jj] = ot[i][jj] = 0.0f;
+    for (int r = 0; r < 2; r++) {
+        const int rr = (warp * 16 + g + 8 * r) / G;
+        pos[r] = rr < nr ? rows[r0 + rr].pos : -1;
+        sf.ms[r] = -INFINITY;
+        sf.ls[r] = 0.0f;
     }
+#pragma unroll
+    for (int nt = 0; nt < DMAX / 8; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) sf.os[nt][i] = 0.0f;
+    const SmemSrc src{{qh + warp * 16 * QS, ql + warp * 16 * QS, QS}, kh, kl, vh, vl};
 
-    for (int kb = 0; kb < nkb; kb++) {
-        if (kb + 1 < nkb) {
-            issue(kb + 1);
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        const float *Ks = kv0 + (size_t)(kb & 1) * 2 * KB * DP, *Vs = Ks + KB * DP;
+    for (int kb = kb0; kb < kb1; kb++) {
         const int t0 = kb * KB;
-        // scores of key `lane` for the 8 row-heads, dims in order
-        float acc[kRH];
+        __syncthreads(); // Q is staged; the previous block's operands are consumed
+        attn_stage_kv<DMAX, kWarps * 32>(kh, kl, vh, vl, QS, Kc, Vc, kvd, t0, P, d);
+        __syncthreads();
+        sf.live[0] = pos[0] >= t0;
+        sf.live[1] = pos[1] >= t0;
+        if (!__any_sync(0xffffffffu, sf.live[0] || sf.live[1])) continue; // the warp's rows end before kb
+        attn_block<DMAX>(src, pos, t0, d, scale, sf);
 #pragma unroll
-        for (int i = 0; i < kRH; i++) acc[i] = 0.0f;
-        const float *krow = Ks + lane * DP;
-        for (int c = 0; c < d; c += 4) {
-            const float4 k4 = *reinterpret_cast<const float4 *>(krow + c);
+        for (int r = 0; r < 2; r++) {
+            if (!sf.live[r] || (kb != pos[r] / KB && kb != kb1 - 1))
+                continue; // not the row's last block here
+            const int rh = warp * 16 + g + 8 * r;
+            const size_t orow = (size_t)(r0 + rh / G) * Hq + (size_t)j * G + rh % G;
+            if (pos[r] + 1 <= SPAN * KB) { // one span: o / l
+                float *out = Out + orow * d + 2 * t;
 #pragma unroll
-            for (int i = 0; i < kRH; i++) {
-                const float4 q4 = *reinterpret_cast<const float4 *>(sq + (warp * kRH + i) * DP + c);
-                acc[i] = fmaf(q4.x, k4.x, acc[i]);
-                acc[i] = fmaf(q4.y, k4.y, acc[i]);
-                acc[i] = fmaf(q4.z, k4.z, acc[i]);
-                acc[i] = fmaf(q4.w, k4.w, acc[i]);
-            }
-        }
-        // softmax of the block per row-head (lane = key); p goes to shared memory [key][row-head]
-        float mb[kRH], lb[kRH];
-        bool live[kRH], full[kRH];
+                for (int nt = 0; nt < DMAX / 8; nt++) {
+                    if (nt >= d8) break;
+                    out[8 * nt] = sf.os[nt][2 * r] / sf.ls[r];
+                    out[8 * nt + 1] = sf.os[nt][2 * r + 1] / sf.ls[r];
+                }
+            } else { // the span partial, for the combine kernel
+                float *p = scratch + (orow * max_spans + span) * (size_t)(d + 2);
+                if (t == 0) {
+                    p[0] = sf.ms[r];
+                    p[1] = sf.ls[r];
+                }
 #pragma unroll
-        for (int i = 0; i < kRH; i++) {
-            live[i] = act[i] && t0 <= pos[i]; // warp-uniform: the row has keys in this block
-            full[i] = live[i] && t0 + KB - 1 <= pos[i];
-            mb[i] = lb[i] = 0.0f;
-            if (!live[i]) continue;
-            const int nv = min(KB, pos[i] + 1 - t0);
-            const bool valid = lane < nv;
-            const float sc = valid ? acc[i] * scale : -INFINITY;
-            mb[i] = warp_max(sc);
-            const float p = valid ? expf(sc - mb[i]) : 0.0f;
-            lb[i] = warp_sum(p);
-            sp[lane * kRH + i] = p;
-        }
-        __syncwarp();
-        // o_b = Σ_kk p_kk·v_kk in key order: rows whose block is full share each V row's loads; a row's last,
-        // partial block reads its last key's row for the slots past it (p = 0 there), as attention.cu does
-        float o[kRH][kDJ];
-#pragma unroll
-        for (int i = 0; i < kRH; i++)
-#pragma unroll
-            for (int jj = 0; jj < kDJ; jj++) o[i][jj] = 0.0f;
-        for (int kk = 0; kk < KB; kk++) {
-            float pk[kRH];
-#pragma unroll
-            for (int i4 = 0; i4 < kRH; i4 += 4) {
-                const float4 pa = *reinterpret_cast<const float4 *>(sp + kk * kRH + i4);
-                pk[i4] = pa.x, pk[i4 + 1] = pa.y, pk[i4 + 2] = pa.z, pk[i4 + 3] = pa.w;
-            }
-#pragma unroll
-            for (int jj = 0; jj < kDJ; jj++) {
-                if (jj * 32 >= d) break;
-                const int c = jj * 32 + lane;
-                const float v = Vs[kk * DP + (c < d ? c : d - 1)];
-#pragma unroll
-                for (int i = 0; i < kRH; i++)
-                    if (full[i]) o[i][jj] = fmaf(pk[i], v, o[i][jj]);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < kRH; i++) {
-            if (!live[i] || full[i]) continue;
-            const int nv = pos[i] + 1 - t0;
-            for (int kk = 0; kk < KB; kk++) {
-                const float pk = sp[kk * kRH + i];
-                const float *vrow = Vs + min(kk, nv - 1) * DP;
-#pragma unroll
-                for (int jj = 0; jj < kDJ; jj++) {
-                    if (jj * 32 >= d) break;
-                    const int c = jj * 32 + lane;
-                    o[i][jj] = fmaf(pk, vrow[c < d ? c : d - 1], o[i][jj]);
+                for (int nt = 0; nt < DMAX / 8; nt++) {
+                    if (nt >= d8) break;
+                    p[2 + 8 * nt + 2 * t] = sf.os[nt][2 * r];
+                    p[3 + 8 * nt + 2 * t] = sf.os[nt][2 * r + 1];
                 }
             }
         }
-#pragma unroll
-        for (int i = 0; i < kRH; i++) {
-            if (!live[i]) continue;
-            // fold the block into the span (Fold::add, its expf factors shared by the head's dims)
-            {
-                const float m = mb[i], mn = fmaxf(ms[i], m), ca = expf(ms[i] - mn), cb = expf(m - mn);
-                ls[i] = __fadd_rn(__fmul_rn(ls[i], ca), __fmul_rn(lb[i], cb));
-#pragma unroll
-                for (int jj = 0; jj < kDJ; jj++)
-                    os[i][jj] = __fadd_rn(__fmul_rn(os[i][jj], ca), __fmul_rn(o[i][jj], cb));
-                ms[i] = mn;
-            }
-            const bool row_end = kb == pos[i] / KB, span_end = (kb + 1) % SPAN == 0;
-            const bool single = pos[i] + 1 <= SPAN * KB;
-            if (!single && (span_end || row_end)) { // the span partial into the total (the combine kernel)
-                const float mn = fmaxf(mt[i], ms[i]), ca = expf(mt[i] - mn), cb = expf(ms[i] - mn);
-                lt[i] = __fadd_rn(__fmul_rn(lt[i], ca), __fmul_rn(ls[i], cb));
-#pragma unroll
-                for (int jj = 0; jj < kDJ; jj++)
-                    ot[i][jj] = __fadd_rn(__fmul_rn(ot[i][jj], ca), __fmul_rn(os[i][jj], cb));
-                mt[i] = mn;
-                ms[i] = -INFINITY;
-                ls[i] = 0.0f;
-#pragma unroll
-                for (int jj = 0; jj < kDJ; jj++) os[i][jj] = 0.0f;
-            }
-            if (row_end) {
-                const int rh = warp * kRH + i;
-                float *out = Out + ((size_t)(r0 + rh / G) * Hq + (size_t)j * G + rh % G) * d;
-#pragma unroll
-                for (int jj = 0; jj < kDJ; jj++) {
-                    const int c = jj * 32 + lane;
-                    if (c < d) out[c] = single ? os[i][jj] / ls[i] : ot[i][jj] / lt[i];
-                }
-            }
-        }
-        __syncthreads(); // the buffer is refilled two blocks later
     }
+}
+
+template <int DMAX>
+cudaError_t launch_tiles(dim3 grid, const float *q, float *out, const weft_cu_row *rows,
+                         const weft_cu_tile *tiles, int Hq, int Hkv, int d, int layer, float scale,
+                         float *scratch, int max_spans, cudaStream_t stream) {
+    const size_t smem = 4 * tile_smem_words(d);
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+    }
+    return weft_pdl_launch(attn_tile_kernel<DMAX>, grid, dim3(kWarps * 32), smem, stream, q, out, rows, tiles,
+                           Hq, Hkv, d, layer, scale, scratch, max_spans);
 }
 
 } // namespace
 
 extern "C" int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d) {
-    return Hkv > 0 && Hq % Hkv == 0 && kWarps * 8 % (Hq / Hkv) == 0 && kWarps * 4 % (Hq / Hkv) == 0 &&
-           d > 0 && d <= kMaxD && d % 4 == 0;
+    return weft_cu_attention_ok(Hq, Hkv, d) && d <= kMaxD;
 }
 
-extern "C" int weft_cu_attention_tile_rows(int Hq, int Hkv, int rh) {
-    return kWarps * rh / (Hq / Hkv);
+extern "C" int weft_cu_attention_tile_rows(int Hq, int Hkv) {
+    return kRowHeads / (Hq / Hkv);
 }
 
-template <int kRH>
-static cudaError_t launch_tiles(const float *q, float *out, const weft_cu_row *rows,
-                                const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
-                                float scale, cudaStream_t stream) {
-    const size_t smem =
-        sizeof(float) * ((size_t)(d + 4) * (kWarps * kRH + 4 * KB) + (size_t)kWarps * KB * kRH);
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<kRH>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
-    return weft_pdl_launch(attn_tile_kernel<kRH>, dim3((unsigned)n_tiles, (unsigned)Hkv), dim3(kWarps * 32),
-                           smem, stream, q, out, rows, tiles, Hq, Hkv, d, layer, scale);
-}
-
-extern "C" cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows,
-                                               const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d,
-                                               int layer, float scale, int rh, cudaStream_t stream) {
+extern "C" cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows, int n,
+                                               int max_pos, const weft_cu_tile *tiles, int n_tiles, int Hq,
+                                               int Hkv, int d, int layer, float scale, float *scratch,
+                                               int max_context, cudaStream_t stream) {
     if (n_tiles <= 0) return cudaSuccess;
-    if (!weft_cu_attention_tiles_ok(Hq, Hkv, d) || (rh != 4 && rh != 8)) return cudaErrorInvalidValue;
-    if (rh == 4) return launch_tiles<4>(q, out, rows, tiles, n_tiles, Hq, Hkv, d, layer, scale, stream);
-    return launch_tiles<8>(q, out, rows, tiles, n_tiles, Hq, Hkv, d, layer, scale, stream);
+    if (!weft_cu_attention_tiles_ok(Hq, Hkv, d) || max_pos >= max_context) return cudaErrorInvalidValue;
+    const int spans = max_pos / (SPAN * KB) + 1, max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
+    const dim3 grid((unsigned)n_tiles, (unsigned)Hkv, (unsigned)spans);
+    cudaError_t e;
+    if (d <= 32)
+        e = launch_tiles<32>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
+    else if (d <= 64)
+        e = launch_tiles<64>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
+    else
+        e = launch_tiles<128>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans,
+                              stream);
+    if (e != cudaSuccess || spans == 1) return e;
+    return weft_cu_attention_combine(out, rows, n, Hq, d, scratch, max_context, stream);
 }

@@ -363,9 +363,8 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     b->V = cfg->vocab_size;
     b->L = cfg->n_layers;
     b->eps = (float)cfg->rms_norm_eps;
-    b->attn_rh = (b->twice & WEFT_CU_T_ATTN_RH8) ? 8 : 4;
     b->tile_rows = !b->baseline && weft_cu_attention_tiles_ok((int)b->Hq, (int)b->Hkv, (int)b->d)
-                       ? weft_cu_attention_tile_rows((int)b->Hq, (int)b->Hkv, b->attn_rh)
+                       ? weft_cu_attention_tile_rows((int)b->Hq, (int)b->Hkv)
                        : 0;
     b->xq_k = b->H > b->Hq * b->d ? b->H : b->Hq * b->d;
     if (b->I > b->xq_k) b->xq_k = b->I;
@@ -377,11 +376,11 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
         return weft_err_set(err, WEFT_EFORMAT,
                             "config: invalid shape (hidden %lld, heads %lld/%lld, head_dim %lld)",
                             (long long)b->H, (long long)b->Hq, (long long)b->Hkv, (long long)b->d);
-    if (b->d > 256 || b->d % 4 || (b->Hq / b->Hkv) * b->d > 1024)
+    if (!weft_cu_attention_ok((int)b->Hq, (int)b->Hkv, (int)b->d))
         return weft_err_set(
             err, WEFT_ENOTSUP,
-            "cuda backend: head_dim %lld with %lld query heads per kv head (head_dim a multiple of 4, "
-            "at most 256; heads per kv head x head_dim at most 1024)",
+            "cuda backend: head_dim %lld with %lld query heads per kv head (head_dim a multiple of 16, "
+            "at most 256; at most 16 query heads per kv head)",
             (long long)b->d, (long long)(b->Hq / b->Hkv));
     int ndev = weft_cuda_device_count();
     if (ndev <= 0) return weft_err_set(err, WEFT_ENOTSUP, "cuda backend: no CUDA device is visible");

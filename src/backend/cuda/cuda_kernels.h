@@ -202,15 +202,18 @@ cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu
 /* Causal attention (GQA: query head h reads kv head h / (Hq/Hkv)): for each row r and head h,
  * out[r, h] = softmax(q[r,h]·K[0..pos]ᵀ · scale) · V[0..pos] over the row's own cache.
  * Keys are taken in blocks of WEFT_CU_ATTN_KB positions aligned to absolute position 0 and in spans of
- * WEFT_CU_ATTN_SPAN blocks; each block's scores, max, exp and sums are reduced in a fixed order, blocks fold
- * into their span and spans into the total in ascending position (the online-softmax rescale). A row's result
- * depends only on its query, its cache and its position. max_pos: the largest rows[r].pos of the call (<
- * max_context); scratch: weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats (span partials of
+ * WEFT_CU_ATTN_SPAN blocks. A block's scores and p·V are bf16 tensor-core products of hi/lo split fp32
+ * operands (x = bf16(x) + bf16(x − bf16(x)) to 2^-17; a·b = hi·hi + (hi·lo + lo·hi), fp32 accumulation:
+ * per-product error ≈ 2^-16 relative, attn_mma.cuh), its max, exp and sums reduced in a fixed order; blocks
+ * fold into their span and spans into the total in ascending position (the online-softmax rescale). A row's
+ * result depends only on its query, its cache and its position. max_pos: the largest rows[r].pos of the call
+ * (< max_context); scratch: weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats (span partials of
  * rows whose keys exceed one span; in split mode — at most 16 (row, span) pairs — every row's key-block
- * partials, so the size has a floor of 16·WEFT_CU_ATTN_SPAN partials per query head). Needs d % 4 == 0, d <=
- * 256, (Hq/Hkv)·d <= 1024. */
+ * partials, so the size has a floor of 16·WEFT_CU_ATTN_SPAN partials per query head). Needs
+ * weft_cu_attention_ok(Hq, Hkv, d): Hq/Hkv <= 16 query heads per kv head, d % 16 == 0, d <= 256. */
 #define WEFT_CU_ATTN_KB   32
 #define WEFT_CU_ATTN_SPAN 8
+int weft_cu_attention_ok(int Hq, int Hkv, int d);
 cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos, int Hq,
                               int Hkv, int d, int layer, float scale, float *scratch, int max_context,
                               cudaStream_t stream);
@@ -221,16 +224,23 @@ typedef struct weft_cu_tile {
     int r0, n;
 } weft_cu_tile;
 
-/* The same attention (the same bits for every row as weft_cu_attention) for rows grouped in tiles, each
- * tile's rows sharing the loads of every key block (attention_flash.cu): one block per (tile, kv head), rh
- * (8 or 4) row-heads per warp. Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (32 % (Hq/Hkv) == 0, d % 4 == 0,
- * d <= 128) and tiles of at most weft_cu_attention_tile_rows(Hq, Hkv, rh) rows; tiles: device memory
- * [n_tiles]. No scratch. */
+/* The same attention (the same bits for every row as weft_cu_attention) for the n rows of a call grouped in
+ * tiles, each tile's rows sharing the staged operands of every key block (attention_flash.cu): one block per
+ * (tile, kv head, span) of 64 row-heads; rows whose keys exceed one span leave span partials in scratch
+ * (weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats), folded by weft_cu_attention_combine.
+ * Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (weft_cu_attention_ok and d <= 128) and tiles of at most
+ * weft_cu_attention_tile_rows(Hq, Hkv) = 64 / (Hq/Hkv) rows covering rows 0..n-1; tiles: device memory
+ * [n_tiles]; max_pos: the largest position of the call (< max_context). */
 int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d);
-int weft_cu_attention_tile_rows(int Hq, int Hkv, int rh);
-cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows,
+int weft_cu_attention_tile_rows(int Hq, int Hkv);
+cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos,
                                     const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
-                                    float scale, int rh, cudaStream_t stream);
+                                    float scale, float *scratch, int max_context, cudaStream_t stream);
+
+/* Folds the span partials in scratch (laid out [row][query head][span of max_context][m, l, o[d]]) of every
+ * row among rows 0..n-1 whose keys exceed one span, in ascending order, and writes o / l (attention.cu). */
+cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n, int Hq, int d,
+                                      const float *scratch, int max_context, cudaStream_t stream);
 
 /* g[i] = silu(g[i])·u[i] = g/(1 + exp(−g))·u for i < n. */
 cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream);

@@ -50,7 +50,6 @@ typedef struct cu_backend {
     weft_cu_tile *d_tiles, *h_tiles;
     int n_tiles;   /* tiles of the current forward; 0 = the per-row attention kernel */
     int tile_rows; /* rows per tile (weft_cu_attention_tile_rows); 0 = tiles not used */
-    int attn_rh;   /* row-heads per warp of the tiled attention (4; 8 with WEFT_CU_T_ATTN_RH8) */
     bool baseline; /* WEFT_CUDA_BASELINE set at creation: session 2's path (no fusion, fp32 x, per-row
                       attention), the same bits — kept to measure the difference */
     /* WEFT_CUDA_TIMING_TWICE (timing experiments only): a mask of WEFT_CU_T_* stages launched twice per
@@ -111,9 +110,7 @@ enum {
     WEFT_CU_T_EVENTS = 256,
     WEFT_CU_T_RQ4 = 512,      /* not a stage: 5..16-row 4-bit matmuls with 4 quads per block (weft_cu_epi) */
     WEFT_CU_T_NO_GEMM = 1024, /* not a stage: 64+-row 4-bit matmuls without the GEMM (weft_cu_epi) */
-    WEFT_CU_T_ATTN_RH8 =
-        2048,               /* not a stage: tiled attention with 8 row-heads per warp (session 3's shape) */
-    WEFT_CU_T_WGMMA = 4096, /* not a stage: the wgmma GEMM (gemm_q4w.cu; same bits, measured slower) */
+    WEFT_CU_T_WGMMA = 4096,   /* not a stage: the wgmma GEMM (gemm_q4w.cu; same bits, measured slower) */
     WEFT_CU_T_NO_X1S = 8192 /* not a stage: 1-row 4-bit matmuls without the shared-memory row (weft_cu_epi) */
 };
 

@@ -174,8 +174,9 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                      "rope"));
         if (b->n_tiles > 0) {
             STAGE(WEFT_CU_T_ATTN,
-                  LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, b->d_tiles, b->n_tiles, (int)b->Hq,
-                                                 (int)b->Hkv, (int)d, (int)l, scale, b->attn_rh, st),
+                  LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, n, b->max_pos, b->d_tiles,
+                                                 b->n_tiles, (int)b->Hq, (int)b->Hkv, (int)d, (int)l, scale,
+                                                 b->attn_scratch, b->max_context, st),
                          "attention"));
         } else {
             STAGE(WEFT_CU_T_ATTN,

@@ -1,0 +1,260 @@
+// The arithmetic of one key block of the attention on bf16 tensor cores, shared by the decode kernel
+// (attention.cu) and the prefill kernel (attention_flash.cu), so a row gets the same bits from either.
+//
+// For a warp's m-tile of 16 query row-heads and the KB = 32 keys t0 .. t0+31 of one kv head (mma.sync
+// m16n8k16, bf16 in, fp32 accumulate; g = lane / 4, t = lane % 4, the PTX ISA's fragment layouts):
+//   each fp32 operand x is split into hi = bf16(x) and lo = bf16(x − hi) (x − hi is exact in fp32; hi + lo
+//   is x to 2^-17 relative), and a product a·b is taken as hi·hi + (hi·lo + lo·hi): the first term in one
+//   accumulator, the two small terms in another, added once at the end (per element error ≈ 2^-16 of |a·b|,
+//   the same hi/lo scheme as the 4-bit matmul's activations);
+//   s = (big + small)·scale over the head dims (k steps of 16 in order), keys past the row's position (or any
+//   key, for a padded row) masked to −∞;
+//   m_b = max over the block's 32 keys (exact in any order), p = exp(s − m_b) (0 when masked),
+//   l_b = Σ p: the lane's 8 values in order (n-tile 0..3, column 2t then 2t + 1), then the quad's xor tree
+//   (1, then 2);
+//   o_b = P·V with the same split of p and v, per 8-dim n-tile of the output, keys in k steps of 16 in order.
+// Every output element of an mma depends only on its own row and column, so a row's (m_b, l_b, o_b) do not
+// depend on which slot of the m-tile it sits in or on the other rows (bench_cuda_attention checks the decode
+// and prefill kernels against each other bit for bit). The block partials then fold as attn_common.cuh says.
+#ifndef WEFT_ATTN_MMA_CUH
+#define WEFT_ATTN_MMA_CUH
+
+#include "attn_common.cuh"
+#include "q4_mma.cuh"
+
+#include <stdint.h>
+
+// hi = bf16x2(RN(a), RN(b)), lo = bf16x2(RN(a − hi_a), RN(b − hi_b)); a in the low half.
+__device__ __forceinline__ void attn_split(float a, float b, uint32_t &hi, uint32_t &lo) {
+    hi = q4_pack_bf16x2(a, b);
+    lo = q4_pack_bf16x2(__fsub_rn(a, __uint_as_float(hi << 16)),
+                        __fsub_rn(b, __uint_as_float(hi & 0xffff0000u)));
+}
+
+// A key block's per-row results for the lane's two rows of the m-tile (r = 0: row g, r = 1: row g + 8).
+struct AttnBlock {
+    float m[2], l[2];
+};
+
+// The block step. src supplies the operand fragments as hi/lo words (see SmemSrc / the decode kernel):
+//   src.q(ks, qh[4], ql[4])   A of Q for head dims 16ks .. 16ks+15 (a0..a3 of m16n8k16);
+//   src.k(ks, nt, kh[2], kl[2])  B of Kᵀ: keys t0 + 8nt .. +7, the same dims;
+//   src.v(kk, nt, vh[2], vl[2])  B of V: keys t0 + 16kk .. +15, dims 8nt .. 8nt+7.
+// pos[r]: the last key position row r may see (−1: a padded row, every key masked). d: head dims (a multiple
+// of 16, ≤ DMAX). Calls out.begin(blk) with the rows' m_b and l_b, then out.tile(nt, o) for each 8-dim n-tile
+// of o_b (o[0], o[1]: row g, dims 8nt + 2t, +1; o[2], o[3]: row g + 8). A row without a visible key gets
+// m = −∞ and l = 0 (its o is meaningless; callers skip it).
+// nw_share warps may compute the same block together: each computes the scores (the same bits) and the
+// n-tiles nt ≡ w_share (mod nw_share) of o_b.
+template <int DMAX, class Src, class Out>
+__device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int t0, int d, float scale,
+                                           Out &out, int w_share = 0, int nw_share = 1) {
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    float sb[4][4], ss[4][4];
+#pragma unroll
+    for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) sb[nt][i] = ss[nt][i] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < DMAX / 16; ks++) {
+        if (ks * 16 >= d) break;
+        uint32_t qh[4], ql[4];
+        src.q(ks, qh, ql);
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            uint32_t kh[2], kl[2];
+            src.k(ks, nt, kh, kl);
+            q4_mma(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[0], kh[1]);
+            q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[0], kl[1]);
+            q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[0], kh[1]);
+        }
+    }
+    // scores, masks, block max and sum per row (element i of n-tile nt: row g + 8·(i / 2), key 8nt + 2t + i %
+    // 2)
+    AttnBlock blk;
+    float p[4][4];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int i = 2 * r + c;
+                const bool valid = t0 + 8 * nt + 2 * t + c <= pos[r];
+                p[nt][i] = valid ? __fmul_rn(__fadd_rn(sb[nt][i], ss[nt][i]), scale) : -INFINITY;
+                mx = fmaxf(mx, p[nt][i]);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        float l = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int i = 2 * r + c;
+                p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : expf(p[nt][i] - mx);
+                l = __fadd_rn(l, p[nt][i]);
+            }
+        l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+        l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
+        blk.m[r] = mx;
+        blk.l[r] = l;
+    }
+    out.begin(blk);
+    // P as A fragments: k step kk (keys 16kk ..) = n-tiles 2kk (a0, a1) and 2kk + 1 (a2, a3)
+    uint32_t ph[2][4], pl[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        attn_split(p[2 * kk][0], p[2 * kk][1], ph[kk][0], pl[kk][0]);
+        attn_split(p[2 * kk][2], p[2 * kk][3], ph[kk][1], pl[kk][1]);
+        attn_split(p[2 * kk + 1][0], p[2 * kk + 1][1], ph[kk][2], pl[kk][2]);
+        attn_split(p[2 * kk + 1][2], p[2 * kk + 1][3], ph[kk][3], pl[kk][3]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < DMAX / 8; nt++) {
+        if (nt * 8 >= d) break;
+        if (nw_share > 1 && nt % nw_share != w_share) continue;
+        float ob[4] = {0.0f, 0.0f, 0.0f, 0.0f}, os[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t vh[2], vl[2];
+            src.v(kk, nt, vh, vl);
+            q4_mma(ob, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vh[0], vh[1]);
+            q4_mma(os, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vl[0], vl[1]);
+            q4_mma(os, pl[kk][0], pl[kk][1], pl[kk][2], pl[kk][3], vh[0], vh[1]);
+        }
+        float o[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[i] = __fadd_rn(ob[i], os[i]);
+        out.tile(nt, o);
+    }
+}
+
+// Operands staged in shared memory as hi and lo planes of bf16 pairs (u32 words):
+//   Q [16 rows of the warp][QS words]: row-major, head dims in pairs; QS = d/2 + 4 (≡ 4 mod 8 for d % 16 ==
+//   0: the 32 lanes of a fragment load hit 32 banks); K [KB keys][QS words]: the same layout (B of Kᵀ is K
+//   row-major); Vt [d][VS words]: V transposed, keys in pairs, VS = KB/2 + 4 = 20 (conflict-free likewise).
+constexpr int kAttnVS = WEFT_CU_ATTN_KB / 2 + 4;
+
+// The Q planes (both kernels stage Q in shared memory), offset to the warp's first row.
+struct AttnQ {
+    const uint32_t *qh, *ql;
+    int qs; // QS (words per Q and K row)
+    __device__ __forceinline__ void q(int ks, uint32_t a[4], uint32_t b[4]) const {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+        const int o0 = g * qs + 8 * ks + t, o1 = o0 + 8 * qs;
+        a[0] = qh[o0], a[1] = qh[o1], a[2] = qh[o0 + 4], a[3] = qh[o1 + 4];
+        b[0] = ql[o0], b[1] = ql[o1], b[2] = ql[o0 + 4], b[3] = ql[o1 + 4];
+    }
+};
+
+// K and V staged in shared memory too (the prefill kernel: a tile's warps share them).
+struct SmemSrc : AttnQ {
+    const uint32_t *kh, *kl, *vh, *vl;
+    __device__ __forceinline__ void k(int ks, int nt, uint32_t h[2], uint32_t l[2]) const {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+        const int o = (8 * nt + g) * qs + 8 * ks + t;
+        h[0] = kh[o], h[1] = kh[o + 4], l[0] = kl[o], l[1] = kl[o + 4];
+    }
+    __device__ __forceinline__ void v(int kk, int nt, uint32_t h[2], uint32_t l[2]) const {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+        const int o = (8 * nt + g) * kAttnVS + 8 * kk + t;
+        h[0] = vh[o], h[1] = vh[o + 4], l[0] = vl[o], l[1] = vl[o + 4];
+    }
+};
+
+// Stages 8 consecutive fp32 values (two float4) as hi and lo words at word offset w of the two planes.
+__device__ __forceinline__ void attn_stage8(uint32_t *hi, uint32_t *lo, int w, float4 a, float4 b) {
+    uint4 h, l;
+    attn_split(a.x, a.y, h.x, l.x);
+    attn_split(a.z, a.w, h.y, l.y);
+    attn_split(b.x, b.y, h.z, l.z);
+    attn_split(b.z, b.w, h.w, l.w);
+    *reinterpret_cast<uint4 *>(hi + w) = h;
+    *reinterpret_cast<uint4 *>(lo + w) = l;
+}
+
+// Stages the K rows and Vᵀ columns of the key block t0 .. t0 + KB − 1 of one kv head (K, V: its column 0 at
+// position 0, rows kvd floats apart) as hi/lo planes (SmemSrc's layout), keys past `last` as zeros, with the
+// block's NT threads: every thread's loads are in flight together (K, then V), 32-byte reads.
+template <int DMAX, int NT>
+__device__ __forceinline__ void attn_stage_kv(uint32_t *kh, uint32_t *kl, uint32_t *vh, uint32_t *vl, int qs,
+                                              const float *K, const float *V, int kvd, int t0, int last,
+                                              int d) {
+    constexpr int KB = WEFT_CU_ATTN_KB, KI = (KB * (DMAX / 8) + NT - 1) / NT,
+                  VI = (KB / 2 * (DMAX / 8) + NT - 1) / NT;
+    const int d8 = d / 8, tid = threadIdx.x;
+    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    {
+        float4 a[KI], b[KI];
+#pragma unroll
+        for (int u = 0; u < KI; u++) {
+            const int i = tid + u * NT, key = i / d8, c = i % d8;
+            a[u] = b[u] = z;
+            if (i < KB * d8 && t0 + key <= last) {
+                const float *s = K + (size_t)(t0 + key) * kvd + 8 * c;
+                a[u] = *reinterpret_cast<const float4 *>(s);
+                b[u] = *reinterpret_cast<const float4 *>(s + 4);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < KI; u++) {
+            const int i = tid + u * NT;
+            if (i < KB * d8) attn_stage8(kh, kl, (i / d8) * qs + 4 * (i % d8), a[u], b[u]);
+        }
+    }
+    // V: a thread takes a key pair and 8 dims: word (dim, pair) of Vᵀ = (v[key 2kp][dim], v[2kp + 1][dim])
+    float4 v[VI][4];
+#pragma unroll
+    for (int u = 0; u < VI; u++) {
+        const int i = tid + u * NT, kp = i % (KB / 2), c = i / (KB / 2), k0 = t0 + 2 * kp;
+#pragma unroll
+        for (int e = 0; e < 4; e++) v[u][e] = z;
+        if (i < KB / 2 * d8) {
+            const float *s = V + (size_t)k0 * kvd + 8 * c;
+            if (k0 <= last) {
+                v[u][0] = *reinterpret_cast<const float4 *>(s);
+                v[u][1] = *reinterpret_cast<const float4 *>(s + 4);
+            }
+            if (k0 + 1 <= last) {
+                v[u][2] = *reinterpret_cast<const float4 *>(s + kvd);
+                v[u][3] = *reinterpret_cast<const float4 *>(s + kvd + 4);
+            }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < VI; u++) {
+        const int i = tid + u * NT, kp = i % (KB / 2), c = i / (KB / 2);
+        if (i >= KB / 2 * d8) continue;
+        const float *v0 = reinterpret_cast<const float *>(&v[u][0]),
+                    *v1 = reinterpret_cast<const float *>(&v[u][2]);
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            uint32_t h, l;
+            attn_split(v0[e], v1[e], h, l);
+            vh[(8 * c + e) * kAttnVS + kp] = h;
+            vl[(8 * c + e) * kAttnVS + kp] = l;
+        }
+    }
+}
+
+// Stages a Q tile of nrows rows of d values (row rh from row_of(rh), a pointer to d fp32 values, or nullptr
+// for a padded row of zeros) into the planes, with all the block's threads.
+template <class RowOf>
+__device__ __forceinline__ void attn_stage_q(uint32_t *qh, uint32_t *ql, int qs, int nrows, int d,
+                                             RowOf row_of) {
+    const int d8 = d / 8;
+    for (int i = threadIdx.x; i < nrows * d8; i += blockDim.x) {
+        const int rh = i / d8, c = i % d8;
+        const float *src = row_of(rh);
+        float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+        if (src) {
+            a = *reinterpret_cast<const float4 *>(src + 8 * c);
+            b = *reinterpret_cast<const float4 *>(src + 8 * c + 4);
+        }
+        attn_stage8(qh, ql, rh * qs + 4 * c, a, b);
+    }
+}
+
+#endif
