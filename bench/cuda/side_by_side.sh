@@ -10,7 +10,7 @@
 # Parts (WEFT_SBS): pp = prefill 512/2k/8k with and without the many-row GEMM (WEFT_PP_MASKS: timing knobs);
 # matmul / attn = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
-# profiler sections of the GEMM; weft = `weft bench` in-process (prefill 512/2k/8k, batch-1 decode, 4/16/64 streams);
+# profiler sections of the GEMM; attnncu = those of the prefill attention tiles; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -97,6 +97,14 @@ if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512
         /tmp/w/bench_cuda_matmul gemm 14336 4096 512
 fi
 
+if has attnncu; then # profiler sections of the prefill attention tiles (256 rows ending at 8192)
+    xz -dc "$C/bench_cuda_attention.xz" >/tmp/w/bench_cuda_attention && chmod +x /tmp/w/bench_cuda_attention
+    run attnncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+        --section LaunchStats --section InstructionStats -k regex:attn_tile --launch-skip 2 --launch-count 1 \
+        /tmp/w/bench_cuda_attention prefill 8192
+fi
+
 W="taskset -c 0-2 /tmp/w/weft bench $M --backend cuda"
 W0=$W
 # WEFT_EVENTS=1: the weft part also prints device time vs wall time per forward (WEFT_CU_T_EVENTS)
@@ -129,6 +137,7 @@ if has weft; then
     run weft_pp512_tg128_s16 150 $W --prompt-len 512 --gen-len 128 --repeat 3 --streams 16 --chunk 512
     run weft_pp2048 60 $W --prompt-len 2048 --gen-len 2 --repeat 2 --chunk 512
     run weft_pp8192 90 $W --prompt-len 8192 --gen-len 2 --repeat 2 --chunk 512
+    run weft_pp32768 150 $W --prompt-len 32768 --gen-len 2 --repeat 1 --chunk 512
     run weft_s4 60 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 4 --chunk 512
     run weft_s64 120 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 64 --chunk 512
 fi
@@ -194,6 +203,7 @@ if has lcpp; then
         export LD_LIBRARY_PATH=$B:$LD_LIBRARY_PATH
         run lcpp_bench 200 $B/llama-bench -m $M -fa 1 -p 512,2048,8192 -n 128 -r 3 -o md
         run lcpp_bench_d512 60 $B/llama-bench -m $M -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
+        run lcpp_bench_32k 120 $B/llama-bench -m $M -fa 1 -p 32768 -n 0 -r 1 -o md
         run lcpp_batched 200 $B/llama-batched-bench -m $M -c 42000 -b 2048 -ub 512 -npp 512 -ntg 128 \
             -npl 1,4,16,64 -fa on
         [ -f "$C/llama.tar.xz" ] || [ -z "${OUT-}" ] ||

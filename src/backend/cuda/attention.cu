@@ -34,6 +34,14 @@ __host__ __device__ constexpr int split_kv_words(int d) {
 struct CacheSrc : AttnQ {
     const float *K, *V; // the kv head's column 0 at position 0
     int kvd, t0, last;
+    __device__ __forceinline__ void k2(int ks, int np, uint32_t h[4], uint32_t l[4]) const {
+        k(ks, 2 * np, h, l);
+        k(ks, 2 * np + 1, h + 2, l + 2);
+    }
+    __device__ __forceinline__ void v2(int nt, uint32_t h[4], uint32_t l[4]) const {
+        v(0, nt, h, l);
+        v(1, nt, h + 2, l + 2);
+    }
     __device__ __forceinline__ void k(int ks, int nt, uint32_t h[2], uint32_t l[2]) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
         const float *kr = K + (size_t)min(t0 + 8 * nt + g, last) * kvd + 16 * ks + 2 * t;
@@ -107,17 +115,22 @@ __global__ void __launch_bounds__(32 * SPAN)
     const int qoff = r * Hq * d + j * Gd;
     const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
     const float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
-    attn_stage_q(qh, ql, QS, 16, d,
-                 [&](int g) -> const float * { return g < G ? Q + qoff + g * d : nullptr; });
+    const auto q_row = [&](int g) -> const float * { return g < G ? Q + qoff + g * d : nullptr; };
     const int nb = min(NBC, (nkeys - k0 + KB - 1) / KB);
     const int pos[2] = {row.pos, row.pos}; // padded rows (heads past G) are computed and never stored
-    if (NBC == 1) {
-        attn_stage_kv<DMAX, 32 * kSplitWarps>(kh, kl, vh, vl, QS, Kc, Vc, kvd, k0, row.pos, d);
+    if (NBC == 1) {                        // K, V and Q loads in flight together: one memory round trip
+        AttnKV<DMAX, 32 * kSplitWarps> kv;
+        kv.load_k(Kc, kvd, k0, row.pos, d);
+        kv.load_v(Vc, kvd, k0, row.pos, d);
+        attn_stage_q(qh, ql, QS, 16, d, q_row);
+        kv.store_k(kh, kl, QS, d);
+        kv.store_v(vh, vl, d);
         __syncthreads();
         const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};
         BlockOut bo{mb, lb, ob, G, d, w == 0};
         attn_block<DMAX>(src, pos, k0, d, scale, bo, w, nw);
     } else {
+        attn_stage_q(qh, ql, QS, 16, d, q_row);
         __syncthreads();
         for (int b = w; b < nb; b += nw) {
             const int t0 = k0 + b * KB;

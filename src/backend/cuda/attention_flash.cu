@@ -27,7 +27,7 @@ __host__ __device__ constexpr size_t tile_smem_words(int d) {
 
 // Fold::add (attn_common.cuh) on the lane's elements of one row: m, l updated; returns (ca, cb) for its o.
 __device__ __forceinline__ float2 fold_ml(float &m, float &l, float m2, float l2) {
-    const float mn = fmaxf(m, m2), ca = expf(m - mn), cb = expf(m2 - mn);
+    const float mn = fmaxf(m, m2), ca = exp2f(__fsub_rn(m, mn)), cb = exp2f(__fsub_rn(m2, mn));
     l = __fadd_rn(__fmul_rn(l, ca), __fmul_rn(l2, cb));
     m = mn;
     return make_float2(ca, cb);
@@ -96,7 +96,13 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     for (int kb = kb0; kb < kb1; kb++) {
         const int t0 = kb * KB;
         __syncthreads(); // Q is staged; the previous block's operands are consumed
-        attn_stage_kv<DMAX, kWarps * 32>(kh, kl, vh, vl, QS, Kc, Vc, kvd, t0, P, d);
+        {                // K, then V (registers are short here: os holds 64)
+            AttnKV<DMAX, kWarps * 32> kv;
+            kv.load_k(Kc, kvd, t0, P, d);
+            kv.store_k(kh, kl, QS, d);
+            kv.load_v(Vc, kvd, t0, P, d);
+            kv.store_v(vh, vl, d);
+        }
         __syncthreads();
         sf.live[0] = pos[0] >= t0;
         sf.live[1] = pos[1] >= t0;

@@ -6,12 +6,12 @@
 
 #include <math.h>
 
-// (m, l, o) ⊕ (m2, l2, o2): m' = max(m, m2), ca = e^(m−m'), cb = e^(m2−m'), l' = l·ca + l2·cb, o' = o·ca +
-// o2·cb.
+// (m, l, o) ⊕ (m2, l2, o2): m' = max(m, m2), ca = 2^(m−m'), cb = 2^(m2−m'), l' = l·ca + l2·cb, o' = o·ca +
+// o2·cb (m in base 2: the scores are scaled by log2 e, attn_mma.cuh).
 struct Fold {
     float m, l, o;
     __device__ __forceinline__ void add(float m2, float l2, float o2) {
-        const float mn = fmaxf(m, m2), ca = expf(m - mn), cb = expf(m2 - mn);
+        const float mn = fmaxf(m, m2), ca = exp2f(__fsub_rn(m, mn)), cb = exp2f(__fsub_rn(m2, mn));
         l = __fadd_rn(__fmul_rn(l, ca), __fmul_rn(l2, cb));
         o = __fadd_rn(__fmul_rn(o, ca), __fmul_rn(o2, cb));
         m = mn;

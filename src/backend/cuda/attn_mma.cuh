@@ -7,9 +7,9 @@
 //   is x to 2^-17 relative), and a product a·b is taken as hi·hi + (hi·lo + lo·hi): the first term in one
 //   accumulator, the two small terms in another, added once at the end (per element error ≈ 2^-16 of |a·b|,
 //   the same hi/lo scheme as the 4-bit matmul's activations);
-//   s = (big + small)·scale over the head dims (k steps of 16 in order), keys past the row's position (or any
-//   key, for a padded row) masked to −∞;
-//   m_b = max over the block's 32 keys (exact in any order), p = exp(s − m_b) (0 when masked),
+//   s = (big + small)·(scale·log2 e) over the head dims (k steps of 16 in order: scores in base 2, so every
+//   exponential is one exp2f), keys past the row's position (or any key, for a padded row) masked to −∞;
+//   m_b = max over the block's 32 keys (exact in any order), p = 2^(s − m_b) (0 when masked),
 //   l_b = Σ p: the lane's 8 values in order (n-tile 0..3, column 2t then 2t + 1), then the quad's xor tree
 //   (1, then 2);
 //   o_b = P·V with the same split of p and v, per 8-dim n-tile of the output, keys in k steps of 16 in order.
@@ -37,9 +37,10 @@ struct AttnBlock {
 };
 
 // The block step. src supplies the operand fragments as hi/lo words (see SmemSrc / the decode kernel):
-//   src.q(ks, qh[4], ql[4])   A of Q for head dims 16ks .. 16ks+15 (a0..a3 of m16n8k16);
-//   src.k(ks, nt, kh[2], kl[2])  B of Kᵀ: keys t0 + 8nt .. +7, the same dims;
-//   src.v(kk, nt, vh[2], vl[2])  B of V: keys t0 + 16kk .. +15, dims 8nt .. 8nt+7.
+//   src.q(ks, qh[4], ql[4])    A of Q for head dims 16ks .. 16ks+15 (a0..a3 of m16n8k16);
+//   src.k2(ks, np, kh[4], kl[4])  B of Kᵀ for those dims and the keys of n-tiles 2np, 2np + 1 (t0 + 16np ..
+//                                 t0 + 16np + 15): b0, b1 of the first, then of the second;
+//   src.v2(nt, vh[4], vl[4])   B of V for dims 8nt .. 8nt+7: b0, b1 for keys t0 .. t0+15, then t0+16 .. +31.
 // pos[r]: the last key position row r may see (−1: a padded row, every key masked). d: head dims (a multiple
 // of 16, ≤ DMAX). Calls out.begin(blk) with the rows' m_b and l_b, then out.tile(nt, o) for each 8-dim n-tile
 // of o_b (o[0], o[1]: row g, dims 8nt + 2t, +1; o[2], o[3]: row g + 8). A row without a visible key gets
@@ -50,6 +51,7 @@ template <int DMAX, class Src, class Out>
 __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int t0, int d, float scale,
                                            Out &out, int w_share = 0, int nw_share = 1) {
     const int lane = threadIdx.x & 31, t = lane & 3;
+    const float sl2 = __fmul_rn(scale, 1.44269504088896341f); // scale·log2 e
     float sb[4][4], ss[4][4];
 #pragma unroll
     for (int nt = 0; nt < 4; nt++)
@@ -61,12 +63,16 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
         uint32_t qh[4], ql[4];
         src.q(ks, qh, ql);
 #pragma unroll
-        for (int nt = 0; nt < 4; nt++) {
-            uint32_t kh[2], kl[2];
-            src.k(ks, nt, kh, kl);
-            q4_mma(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[0], kh[1]);
-            q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[0], kl[1]);
-            q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[0], kh[1]);
+        for (int np = 0; np < 2; np++) {
+            uint32_t kh[4], kl[4];
+            src.k2(ks, np, kh, kl);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int nt = 2 * np + h;
+                q4_mma(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
+                q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
+                q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[2 * h], kh[2 * h + 1]);
+            }
         }
     }
     // scores, masks, block max and sum per row (element i of n-tile nt: row g + 8·(i / 2), key 8nt + 2t + i %
@@ -82,7 +88,7 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
             for (int c = 0; c < 2; c++) {
                 const int i = 2 * r + c;
                 const bool valid = t0 + 8 * nt + 2 * t + c <= pos[r];
-                p[nt][i] = valid ? __fmul_rn(__fadd_rn(sb[nt][i], ss[nt][i]), scale) : -INFINITY;
+                p[nt][i] = valid ? __fmul_rn(__fadd_rn(sb[nt][i], ss[nt][i]), sl2) : -INFINITY;
                 mx = fmaxf(mx, p[nt][i]);
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -93,7 +99,7 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int i = 2 * r + c;
-                p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : expf(p[nt][i] - mx);
+                p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : exp2f(__fsub_rn(p[nt][i], mx));
                 l = __fadd_rn(l, p[nt][i]);
             }
         l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
@@ -116,13 +122,13 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
         if (nt * 8 >= d) break;
         if (nw_share > 1 && nt % nw_share != w_share) continue;
         float ob[4] = {0.0f, 0.0f, 0.0f, 0.0f}, os[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        uint32_t vh[4], vl[4];
+        src.v2(nt, vh, vl);
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) {
-            uint32_t vh[2], vl[2];
-            src.v(kk, nt, vh, vl);
-            q4_mma(ob, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vh[0], vh[1]);
-            q4_mma(os, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vl[0], vl[1]);
-            q4_mma(os, pl[kk][0], pl[kk][1], pl[kk][2], pl[kk][3], vh[0], vh[1]);
+            q4_mma(ob, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vh[2 * kk], vh[2 * kk + 1]);
+            q4_mma(os, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vl[2 * kk], vl[2 * kk + 1]);
+            q4_mma(os, pl[kk][0], pl[kk][1], pl[kk][2], pl[kk][3], vh[2 * kk], vh[2 * kk + 1]);
         }
         float o[4];
 #pragma unroll
@@ -137,30 +143,43 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
 //   row-major); Vt [d][VS words]: V transposed, keys in pairs, VS = KB/2 + 4 = 20 (conflict-free likewise).
 constexpr int kAttnVS = WEFT_CU_ATTN_KB / 2 + 4;
 
-// The Q planes (both kernels stage Q in shared memory), offset to the warp's first row.
+// ldmatrix .x4 of b16 8×8 matrices: lane l gives the address of row l % 8 of matrix l / 8; lane (g, t) gets
+// elements (g, 2t), (g, 2t + 1) of each matrix, i.e. the m16n8k16 fragments when the rows are A's rows or B's
+// columns (PTX ISA, "Matrix fragments for mma.m16n8k16").
+__device__ __forceinline__ void attn_ldm4(const uint32_t *p, uint32_t r[4]) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+// The Q planes (both kernels stage Q in shared memory), offset to the warp's first row. Row addresses are
+// 16-byte aligned (qs % 4 == 0) and 8 rows hit 32 distinct banks (qs ≡ 4 mod 8).
 struct AttnQ {
     const uint32_t *qh, *ql;
     int qs; // QS (words per Q and K row)
     __device__ __forceinline__ void q(int ks, uint32_t a[4], uint32_t b[4]) const {
-        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-        const int o0 = g * qs + 8 * ks + t, o1 = o0 + 8 * qs;
-        a[0] = qh[o0], a[1] = qh[o1], a[2] = qh[o0 + 4], a[3] = qh[o1 + 4];
-        b[0] = ql[o0], b[1] = ql[o1], b[2] = ql[o0 + 4], b[3] = ql[o1 + 4];
+        const int lane = threadIdx.x & 31, o = (lane & 15) * qs + 8 * ks + 4 * (lane >> 4);
+        attn_ldm4(qh + o, a); // matrices: rows 0-7 / 8-15 of dims 0-7, then of dims 8-15 = a0, a1, a2, a3
+        attn_ldm4(ql + o, b);
     }
 };
 
-// K and V staged in shared memory too (the prefill kernel: a tile's warps share them).
+// K and V staged in shared memory too (the prefill kernel and split-mode decode: warps share them).
 struct SmemSrc : AttnQ {
     const uint32_t *kh, *kl, *vh, *vl;
-    __device__ __forceinline__ void k(int ks, int nt, uint32_t h[2], uint32_t l[2]) const {
-        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-        const int o = (8 * nt + g) * qs + 8 * ks + t;
-        h[0] = kh[o], h[1] = kh[o + 4], l[0] = kl[o], l[1] = kl[o + 4];
+    __device__ __forceinline__ void k2(int ks, int np, uint32_t h[4], uint32_t l[4]) const {
+        // matrices: keys 16np + 0-7 at dims 0-7, 8-15, then keys 16np + 8-15 at dims 0-7, 8-15
+        const int lane = threadIdx.x & 31,
+                  o = (16 * np + 8 * (lane >> 4) + (lane & 7)) * qs + 8 * ks + 4 * ((lane >> 3) & 1);
+        attn_ldm4(kh + o, h);
+        attn_ldm4(kl + o, l);
     }
-    __device__ __forceinline__ void v(int kk, int nt, uint32_t h[2], uint32_t l[2]) const {
-        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-        const int o = (8 * nt + g) * kAttnVS + 8 * kk + t;
-        h[0] = vh[o], h[1] = vh[o + 4], l[0] = vl[o], l[1] = vl[o + 4];
+    __device__ __forceinline__ void v2(int nt, uint32_t h[4], uint32_t l[4]) const {
+        // matrices: dims 8nt + 0-7 (rows of Vᵀ) at keys 0-7, 8-15, 16-23, 24-31
+        const int lane = threadIdx.x & 31, o = (8 * nt + (lane & 7)) * kAttnVS + 4 * (lane >> 3);
+        attn_ldm4(vh + o, h);
+        attn_ldm4(vl + o, l);
     }
 };
 
@@ -175,43 +194,45 @@ __device__ __forceinline__ void attn_stage8(uint32_t *hi, uint32_t *lo, int w, f
     *reinterpret_cast<uint4 *>(lo + w) = l;
 }
 
-// Stages the K rows and Vᵀ columns of the key block t0 .. t0 + KB − 1 of one kv head (K, V: its column 0 at
-// position 0, rows kvd floats apart) as hi/lo planes (SmemSrc's layout), keys past `last` as zeros, with the
-// block's NT threads: every thread's loads are in flight together (K, then V), 32-byte reads.
-template <int DMAX, int NT>
-__device__ __forceinline__ void attn_stage_kv(uint32_t *kh, uint32_t *kl, uint32_t *vh, uint32_t *vl, int qs,
-                                              const float *K, const float *V, int kvd, int t0, int last,
-                                              int d) {
-    constexpr int KB = WEFT_CU_ATTN_KB, KI = (KB * (DMAX / 8) + NT - 1) / NT,
-                  VI = (KB / 2 * (DMAX / 8) + NT - 1) / NT;
-    const int d8 = d / 8, tid = threadIdx.x;
-    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    {
-        float4 a[KI], b[KI];
+// The K rows and Vᵀ columns of the key block t0 .. t0 + KB − 1 of one kv head (K, V: its column 0 at position
+// 0, rows kvd floats apart) staged as hi/lo planes (SmemSrc's layout), keys past `last` as zeros, by the
+// block's NT threads: load_k / load_v put every load of the thread in flight (32-byte reads), store_k /
+// store_v split and store them. A caller with registers to spare loads both before storing either (one
+// memory round trip).
+template <int DMAX, int NT> struct AttnKV {
+    static constexpr int KB = WEFT_CU_ATTN_KB, KI = (KB * (DMAX / 8) + NT - 1) / NT,
+                         VI = (KB / 2 * (DMAX / 8) + NT - 1) / NT;
+    float4 k[KI][2], v[VI][4];
+    __device__ __forceinline__ void load_k(const float *K, int kvd, int t0, int last, int d) {
+        const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < KI; u++) {
-            const int i = tid + u * NT, key = i / d8, c = i % d8;
-            a[u] = b[u] = z;
+            const int i = threadIdx.x + u * NT, key = i / d8, c = i % d8;
+            k[u][0] = k[u][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (i < KB * d8 && t0 + key <= last) {
                 const float *s = K + (size_t)(t0 + key) * kvd + 8 * c;
-                a[u] = *reinterpret_cast<const float4 *>(s);
-                b[u] = *reinterpret_cast<const float4 *>(s + 4);
+                k[u][0] = *reinterpret_cast<const float4 *>(s);
+                k[u][1] = *reinterpret_cast<const float4 *>(s + 4);
             }
         }
+    }
+    __device__ __forceinline__ void store_k(uint32_t *kh, uint32_t *kl, int qs, int d) const {
+        const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < KI; u++) {
-            const int i = tid + u * NT;
-            if (i < KB * d8) attn_stage8(kh, kl, (i / d8) * qs + 4 * (i % d8), a[u], b[u]);
+            const int i = threadIdx.x + u * NT;
+            if (i < KB * d8) attn_stage8(kh, kl, (i / d8) * qs + 4 * (i % d8), k[u][0], k[u][1]);
         }
     }
     // V: a thread takes a key pair and 8 dims: word (dim, pair) of Vᵀ = (v[key 2kp][dim], v[2kp + 1][dim])
-    float4 v[VI][4];
+    __device__ __forceinline__ void load_v(const float *V, int kvd, int t0, int last, int d) {
+        const int d8 = d / 8;
 #pragma unroll
-    for (int u = 0; u < VI; u++) {
-        const int i = tid + u * NT, kp = i % (KB / 2), c = i / (KB / 2), k0 = t0 + 2 * kp;
+        for (int u = 0; u < VI; u++) {
+            const int i = threadIdx.x + u * NT, kp = i % (KB / 2), c = i / (KB / 2), k0 = t0 + 2 * kp;
 #pragma unroll
-        for (int e = 0; e < 4; e++) v[u][e] = z;
-        if (i < KB / 2 * d8) {
+            for (int e = 0; e < 4; e++) v[u][e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i >= KB / 2 * d8) continue;
             const float *s = V + (size_t)k0 * kvd + 8 * c;
             if (k0 <= last) {
                 v[u][0] = *reinterpret_cast<const float4 *>(s);
@@ -223,21 +244,24 @@ __device__ __forceinline__ void attn_stage_kv(uint32_t *kh, uint32_t *kl, uint32
             }
         }
     }
+    __device__ __forceinline__ void store_v(uint32_t *vh, uint32_t *vl, int d) const {
+        const int d8 = d / 8;
 #pragma unroll
-    for (int u = 0; u < VI; u++) {
-        const int i = tid + u * NT, kp = i % (KB / 2), c = i / (KB / 2);
-        if (i >= KB / 2 * d8) continue;
-        const float *v0 = reinterpret_cast<const float *>(&v[u][0]),
-                    *v1 = reinterpret_cast<const float *>(&v[u][2]);
+        for (int u = 0; u < VI; u++) {
+            const int i = threadIdx.x + u * NT, kp = i % (KB / 2), c = i / (KB / 2);
+            if (i >= KB / 2 * d8) continue;
+            const float *v0 = reinterpret_cast<const float *>(&v[u][0]),
+                        *v1 = reinterpret_cast<const float *>(&v[u][2]);
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            uint32_t h, l;
-            attn_split(v0[e], v1[e], h, l);
-            vh[(8 * c + e) * kAttnVS + kp] = h;
-            vl[(8 * c + e) * kAttnVS + kp] = l;
+            for (int e = 0; e < 8; e++) {
+                uint32_t h, l;
+                attn_split(v0[e], v1[e], h, l);
+                vh[(8 * c + e) * kAttnVS + kp] = h;
+                vl[(8 * c + e) * kAttnVS + kp] = l;
+            }
         }
     }
-}
+};
 
 // Stages a Q tile of nrows rows of d values (row rh from row_of(rh), a pointer to d fp32 values, or nullptr
 // for a padded row of zeros) into the planes, with all the block's threads.
