@@ -19,6 +19,16 @@ std::vector<float> fill_cache(float *kv, const Case &c, uint64_t seed) {
     return h;
 }
 
+// Positions past `last` of one stream's cache (layer 0, K and V) set to NaN: no result may read them.
+void poison_after(float *kv, const Case &c, int last) {
+    const size_t kvd = (size_t)c.Hkv * c.d, n = (size_t)(c.cap - 1 - last) * kvd;
+    if (last + 1 >= c.cap) return;
+    const std::vector<float> nan(n, NAN);
+    for (int w = 0; w < 2; w++)
+        CK(cudaMemcpy(kv + ((size_t)w * c.cap + (size_t)last + 1) * kvd, nan.data(), n * 4,
+                      cudaMemcpyHostToDevice));
+}
+
 double ref_check(const Case &c, const std::vector<float> &q, const std::vector<float> &cache,
                  const std::vector<float> &out, int r, int pos) {
     const int G = c.Hq / c.Hkv, kvd = c.Hkv * c.d;
@@ -52,6 +62,11 @@ void run_case(const Case &c, const int *positions, int n_rows) {
     float *kv[2];
     for (auto &p : kv) CK(cudaMalloc(&p, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
     std::vector<float> cache0 = fill_cache(kv[0], c, 1), cache1 = fill_cache(kv[1], c, 2);
+    for (int sidx = 0; sidx < 2; sidx++) {
+        int last = -1;
+        for (int r = sidx; r < n_rows; r += 2) last = std::max(last, positions[r]);
+        poison_after(kv[sidx], c, last);
+    }
     Rng rng(3);
     std::vector<float> q((size_t)n_rows * qd);
     for (auto &v : q) v = rng.uniform() * 2.0f;
@@ -134,6 +149,12 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs) {
             tiles.push_back(weft_cu_tile{r0 + r, std::min(TR, segs[si].second - r)});
     }
     const int n = (int)rows.size();
+    for (int sidx = 0; sidx < 2; sidx++) {
+        int last = -1;
+        for (size_t si = sidx; si < segs.size(); si += 2)
+            last = std::max(last, segs[si].first + segs[si].second - 1);
+        poison_after(kv[sidx], c, last);
+    }
     Rng rng(9);
     std::vector<float> q((size_t)n * qd);
     for (auto &v : q) v = rng.uniform() * 2.0f;
@@ -227,6 +248,10 @@ int main(int argc, char **argv) {
     run_case(Case{64, 8, 128, 2048}, mid, 4);
     run_case(Case{8, 2, 256, 2048}, mid, 6);  // head dim 256 (the decode kernel only)
     run_case(Case{40, 8, 128, 4096}, mid, 8); // 5 heads per kv head: padded m-tile rows
+    const int mid1k[] = {0, 100, 255, 256, 511, 700, 1000, 1023};
+    run_case(Case{24, 8, 96, 1024}, mid1k, 8);  // head dim 96, 3 heads per kv head
+    run_case(Case{6, 2, 48, 1024}, mid1k, 8);   // head dim 48
+    run_case(Case{10, 2, 160, 1024}, mid1k, 8); // head dim 160 (the decode kernel only), 5 heads per kv head
     check_tiles(Case{4, 2, 16, 64}, {{0, 40}, {0, 64}, {10, 5}});
     check_tiles(Case{4, 2, 32, 128}, {{0, 48}, {60, 68}});
     check_tiles(Case{32, 8, 128, 4096}, {{0, 40}, {230, 60}, {1000, 64}, {4060, 36}, {2040, 17}});
@@ -234,6 +259,9 @@ int main(int argc, char **argv) {
     check_tiles(Case{8, 8, 64, 1024}, {{500, 70}, {0, 3}});
     check_tiles(Case{40, 8, 128, 1024}, {{0, 100}, {700, 33}}); // 5 heads per kv head: padded m-tile rows
     check_tiles(Case{16, 1, 64, 512}, {{0, 9}, {300, 40}});     // 16 heads per kv head
+    check_tiles(Case{24, 8, 96, 1024}, {{0, 70}, {250, 30}, {600, 21}}); // head dim 96, 3 heads per kv head
+    check_tiles(Case{6, 2, 48, 1024}, {{200, 90}, {0, 5}});              // head dim 48
+    check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}});          // 7 heads per kv head
     for (int ctx : {512, 2048, 8192}) time_prefill(Case{32, 8, 128, 8192}, ctx);
     for (int ctx : {512, 4096, 32768}) time_decode(Case{32, 8, 128, 32768}, ctx, 1);
     time_decode(Case{32, 8, 128, 4096}, 512, 16);

@@ -19,6 +19,8 @@
 
 #include <math.h>
 
+#include <algorithm>
+
 namespace {
 
 constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
@@ -112,7 +114,7 @@ __global__ void __launch_bounds__(32 * SPAN)
              *vl = vh + d * kAttnVS;
     float *ob = reinterpret_cast<float *>(kh + (NBC == 1 ? split_kv_words(d) : 0)), *mb = ob + NBC * Gd,
           *lb = mb + NG4;
-    const int qoff = r * Hq * d + j * Gd;
+    const size_t qoff = ((size_t)r * Hq + (size_t)j * G) * d;
     const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
     const float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
     const auto q_row = [&](int g) -> const float * { return g < G ? Q + qoff + g * d : nullptr; };
@@ -220,16 +222,23 @@ cudaError_t combine_launch(float *out, const weft_cu_row *rows, int n, int Hq, i
                            stream, out, rows, Hq, d, scratch, max_spans, nbrow);
 }
 
+// Dynamic shared memory of kernel 1 with NBC key blocks per thread block (the layout above its definition).
+size_t span_smem(int G, int d, int NBC) {
+    return 4 * ((size_t)2 * 16 * (size_t)(d / 2 + 4) + (NBC == 1 ? (size_t)split_kv_words(d) : 0) +
+                (size_t)NBC * G * d + 2 * (size_t)((NBC * G + 3) & ~3));
+}
+
 template <int DMAX>
 cudaError_t span_launch(dim3 grid, int threads, int G, cudaStream_t stream, const float *q, float *out,
                         const weft_cu_row *rows, int Hq, int Hkv, int d, int layer, float scale,
                         float *scratch, int max_spans, int NBC, int nbrow) {
-    const size_t smem =
-        4 * ((size_t)2 * 16 * (size_t)(d / 2 + 4) + (NBC == 1 ? (size_t)split_kv_words(d) : 0) +
-             (size_t)NBC * G * d + 2 * (size_t)((NBC * G + 3) & ~3));
-    if (smem > 48 * 1024) {
+    const size_t smem = span_smem(G, d, NBC);
+    // The kernel's shared-memory limit is set to what either mode needs, never lowered: split and non-split
+    // launches of the same instance may sit in different cached graphs.
+    const size_t most = std::max(span_smem(G, d, 1), span_smem(G, d, SPAN));
+    if (most > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<DMAX>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most);
         if (e != cudaSuccess) return e;
     }
     return weft_pdl_launch(attn_span_kernel<DMAX>, grid, dim3(threads), smem, stream, q, out, rows, Hq, Hkv,
@@ -240,6 +249,14 @@ cudaError_t span_launch(dim3 grid, int threads, int G, cudaStream_t stream, cons
 
 extern "C" int weft_cu_attention_ok(int Hq, int Hkv, int d) {
     return Hkv > 0 && Hq % Hkv == 0 && Hq / Hkv <= 16 && d > 0 && d <= 256 && d % 16 == 0;
+}
+
+extern "C" size_t weft_cu_attention_smem(int Hq, int Hkv, int d) {
+    if (!weft_cu_attention_ok(Hq, Hkv, d)) return 0;
+    const int G = Hq / Hkv;
+    const size_t span = std::max(span_smem(G, d, 1), span_smem(G, d, SPAN)),
+                 tiles = weft_cu_attention_tiles_ok(Hq, Hkv, d) ? weft_cu_attention_tiles_smem(d) : 0;
+    return std::max(span, tiles);
 }
 
 extern "C" size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, int max_context) {

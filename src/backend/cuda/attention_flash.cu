@@ -159,6 +159,10 @@ extern "C" int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d) {
     return weft_cu_attention_ok(Hq, Hkv, d) && d <= kMaxD;
 }
 
+extern "C" size_t weft_cu_attention_tiles_smem(int d) {
+    return 4 * tile_smem_words(d);
+}
+
 extern "C" int weft_cu_attention_tile_rows(int Hq, int Hkv) {
     return kRowHeads / (Hq / Hkv);
 }

@@ -63,6 +63,16 @@ static weft_status cu_open(void *self, int slot, int capacity, weft_err *err) {
             "free beyond the %.1f MiB reserve",
             capacity, MIB(bytes), MIB(avail), MIB(b->reserve));
     CU_TRY(cudaSetDevice(b->dev), "selecting the device");
+    int smem_max = 0;
+    CU_TRY(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, b->dev),
+           "reading the device's shared memory per block");
+    const size_t attn_smem = weft_cu_attention_smem((int)b->Hq, (int)b->Hkv, (int)b->d);
+    if (attn_smem > (size_t)smem_max)
+        return weft_err_set(
+            err, WEFT_ENOTSUP,
+            "cuda backend: attention with head_dim %lld and %lld query heads per kv head needs %zu "
+            "bytes of shared memory per block; device %d allows %d",
+            (long long)b->d, (long long)(b->Hq / b->Hkv), attn_smem, b->dev, smem_max);
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {

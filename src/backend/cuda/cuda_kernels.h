@@ -3,11 +3,14 @@
  * Every launcher enqueues on `stream` and returns the launch status (cudaGetLastError); nothing here
  * allocates or synchronises. All activations are fp32, row-major, one row per token.
  *
- * Exactness: each output element is computed by one thread (or one warp, whose lanes are combined by a fixed
- * xor-shuffle tree) with a reduction order that depends only on the shapes (K of a weight, n of a norm,
- * head_dim and absolute key positions for attention) — never on the number of rows in the launch, on which
- * rows sit beside it or on the device's SM count. No atomics, no split-K. Device code is compiled with
- * -fmad=false and without fast math: fused multiply-adds appear only where the source writes fmaf. */
+ * Exactness: each output element is reduced in an order that depends only on the shapes (K of a weight, n of
+ * a norm, head_dim and absolute key positions for attention) — never on the number of rows in the launch, on
+ * which rows sit beside it or on the device's SM count: one thread, or one warp whose lanes are combined by a
+ * fixed xor-shuffle tree, or a tensor-core mma whose output element depends only on its own row and column
+ * (the hardware's fixed internal order), with partials folded in a fixed order (the matmuls' K slots; the
+ * attention's key blocks and spans, which may be computed by different thread blocks). No atomics; no split
+ * chosen from the row count or the SM count. Device code is compiled with -fmad=false and without fast math:
+ * fused multiply-adds appear only where the source writes fmaf. */
 #ifndef WEFT_CUDA_KERNELS_H
 #define WEFT_CUDA_KERNELS_H
 
@@ -211,10 +214,14 @@ cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu
  * (< max_context); scratch: weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats (span partials of
  * rows whose keys exceed one span; in split mode — at most 16 (row, span) pairs — every row's key-block
  * partials, so the size has a floor of 16·WEFT_CU_ATTN_SPAN partials per query head). Needs
- * weft_cu_attention_ok(Hq, Hkv, d): Hq/Hkv <= 16 query heads per kv head, d % 16 == 0, d <= 256. */
+ * weft_cu_attention_ok(Hq, Hkv, d): Hq/Hkv <= 16 query heads per kv head, d % 16 == 0, d <= 256, and a device
+ * allowing weft_cu_attention_smem(Hq, Hkv, d) bytes of shared memory per block (0 for a shape not ok);
+ * returns cudaErrorInvalidValue for a shape not ok or max_pos >= max_context. Keys past a row's position are
+ * never read into its result (they may hold anything). */
 #define WEFT_CU_ATTN_KB   32
 #define WEFT_CU_ATTN_SPAN 8
 int weft_cu_attention_ok(int Hq, int Hkv, int d);
+size_t weft_cu_attention_smem(int Hq, int Hkv, int d);
 cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos, int Hq,
                               int Hkv, int d, int layer, float scale, float *scratch, int max_context,
                               cudaStream_t stream);
@@ -230,10 +237,16 @@ typedef struct weft_cu_tile {
  * (tile, kv head, span) of 64 row-heads; rows whose keys exceed one span leave span partials in scratch
  * (weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats), folded by weft_cu_attention_combine.
  * Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (weft_cu_attention_ok and d <= 128) and tiles of at most
- * weft_cu_attention_tile_rows(Hq, Hkv) = 64 / (Hq/Hkv) rows covering rows 0..n-1; tiles: device memory
- * [n_tiles]; max_pos: the largest position of the call (< max_context). */
+ * weft_cu_attention_tile_rows(Hq, Hkv) = 64 / (Hq/Hkv) rows covering rows 0..n-1 (rows of a tile past that
+ * count are not written), each tile's rows consecutive positions of one stream (the same kv and cap) whose
+ * keys up to the tile's last position are all stored; tiles: device memory [n_tiles]; max_pos: the largest
+ * position of the call (< max_context); cudaErrorInvalidValue otherwise. Caveat: keys between a row's
+ * position and its tile's last position enter its P·V with p = 0, so a non-finite V there (an overflowed
+ * later row of the same chunk) makes the row NaN here and not in weft_cu_attention. Shared memory:
+ * weft_cu_attention_tiles_smem(d) bytes per block. */
 int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d);
 int weft_cu_attention_tile_rows(int Hq, int Hkv);
+size_t weft_cu_attention_tiles_smem(int d);
 cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos,
                                     const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
                                     float scale, float *scratch, int max_context, cudaStream_t stream);
