@@ -97,11 +97,11 @@ typedef struct weft_cu_xq {
 /* Writes rows [0, M) of X [M, ldx] (ldx % 4 == 0) into xq (layout above). */
 cudaError_t weft_cu_xq_prep(const float *X, int64_t ldx, int M, const weft_cu_xq *xq, cudaStream_t stream);
 
-/* EXPERIMENTAL (bench only; written in session 6, not yet run on a GPU): the proposed integer 4-bit
- * arithmetic of src/backend/cuda/i8limb.h. weft_cu_i8_prep writes rows [0, M) of X [M, ldx] as int8 limbs: XL
- * [M][K/32][32] u32 (mma_i8.cu's header has the word layout; K % 32 == 0). weft_cu_matmul_i8x: Y = W·x for
- * one row (M == 1), WEFT_CU_Q4F weights of WEFT_CU_OFF8 with f16 scales and group 32 (Q4_0), cols <= 8192, a
- * STORE epilogue; cudaErrorNotSupported otherwise. bench/cuda/i8matvec.cu checks both against the CPU
+/* EXPERIMENTAL (bench only; verified on the H200 in session 7, not used by the forward): the proposed integer
+ * 4-bit arithmetic of src/backend/cuda/i8limb.h. weft_cu_i8_prep writes rows [0, M) of X [M, ldx] as int8
+ * limbs: XL [M][K/32][32] u32 (mma_i8.cu's header has the word layout; K % 32 == 0). weft_cu_matmul_i8x: Y =
+ * W·x for one row (M == 1), WEFT_CU_Q4F weights of WEFT_CU_OFF8 with f16 scales and group 32 (Q4_0), cols <=
+ * 8192, a STORE epilogue; cudaErrorNotSupported otherwise. bench/cuda/i8matvec.cu checks both against the CPU
  * definition. */
 cudaError_t weft_cu_i8_prep(const float *X, int64_t ldx, int M, int64_t K, uint32_t *XL, cudaStream_t stream);
 
@@ -155,9 +155,9 @@ cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, in
 cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
 /* The same product on wgmma (gemm_q4w.cu; sm_90a, K blocks of 4 sub-blocks, three layouts: Q4_0, MLX group
- * 64 with bf16 scales, MLX group 32 with f16 scales; cudaErrorNotSupported otherwise). NOT YET RUN ON A GPU:
- * reached only by bench_cuda_matmul and the WEFT_CU_T_WGMMA timing knob (weft_cu_epi.gemm == 2) until its
- * bits are checked there. */
+ * 64 with bf16 scales, MLX group 32 with f16 scales; cudaErrorNotSupported otherwise). Verified on the H200
+ * (session 6: the same bits as weft_cu_gemm_q4x on every layout) but slower (0.94x at 512 rows), so it is
+ * reached only by bench_cuda_matmul and the WEFT_CU_T_WGMMA timing knob (weft_cu_epi.gemm == 2). */
 cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
 /* (EXPERIMENTAL, above weft_cu_i8_prep.) */

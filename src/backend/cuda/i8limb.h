@@ -1,8 +1,9 @@
 /* The int8-limb form of fp32 activations, and the value of a 4-bit weight row times one block of it: a
  * proposed integer definition of the CUDA backend's 4-bit matmuls (bench/NOTES.md session 6, "A proposal for
  * the 4-bit arithmetic"). Defined here ahead of the kernels that would use it; today it is read by
- * tests/unit/test_i8limb.c (the definition's properties on the CPU) and bench/cuda/imma_probe.cu (whether
- * mma.sync m16n8k32 .u8.s8 computes it on the GPU, bit for bit). Plain C usable from CUDA (WEFT_HD).
+ * tests/unit/test_i8limb.c (the definition's properties on the CPU), bench/cuda/imma_probe.cu (whether
+ * mma.sync m16n8k32 .u8.s8 computes it on the GPU, bit for bit: it does, on the H200, session 7) and the
+ * experimental one-row kernel mma_i8.cu. Plain C usable from CUDA (WEFT_HD).
  *
  * A block is WEFT_I8L_N = 32 consecutive elements x_i of one activation row. With m = max |x_i| and e =
  * max(ilogb(m), WEFT_I8L_EMIN) (e = WEFT_I8L_EMIN for an all-zero block), y_i = x_i·2^(5−e) (exact, |y_i| <

@@ -1,9 +1,10 @@
 // The proposed integer 4-bit arithmetic at one activation row (i8limb.h; bench/NOTES.md session 6, "A
 // proposal for the 4-bit arithmetic"): weft_cu_i8_prep and weft_cu_matmul_i8x (cuda_kernels.h).
 //
-// STATUS: written in session 6 with no device time left, compiled, NOT YET RUN ON A GPU. Only the harness
-// bench/cuda/i8matvec.cu calls it (prep == the CPU definition, the product == its CPU reference bit for bit,
-// timing beside weft_cu_matmul_q4x); the forward does not.
+// STATUS: verified on the H200 in session 7 (bench/cuda/i8matvec.cu: prep == the CPU definition word for
+// word, the product == its CPU reference bit for bit on every shape, 1.04–1.17x weft_cu_matmul_q4x back to
+// back; bench/NOTES.md session 7). Only that harness calls it; the forward does not (the integer arithmetic
+// would have to cover every M path first).
 //
 // Prep: one warp per (row, 32-element block), lane i = element i: the block's max |x| by a warp max, then the
 // limbs exactly as weft_i8l_split (the same per-element operations), their joined sum by an integer warp sum,
