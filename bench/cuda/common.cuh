@@ -131,6 +131,15 @@ static inline uint16_t f32_to_f16(float f) {
     return (uint16_t)(s | r);
 }
 
+// Whether the current device has compute capability major >= need; prints why NAME is not run when not.
+static inline bool sm_at_least(int need, const char *name) {
+    int dev = 0, major = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < need) printf("%s: needs sm_%d0 or newer, not run\n", name, need);
+    return major >= need;
+}
+
 static inline int report(const char *name) {
     if (g_failures)
         fprintf(stderr, "%s: %d checks FAILED\n", name, g_failures);

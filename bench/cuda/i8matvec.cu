@@ -291,22 +291,11 @@ void run_shape(int64_t N, int64_t K, bool timing) {
 
 int main(int argc, char **argv) {
     const bool quick = argc > 1 && !strcmp(argv[1], "quick");
-    int dev = 0, major = 0;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    if (major < 8) {
-        printf("i8matvec: needs sm_80 or newer, not run\n");
-        return 0;
-    }
+    if (!sm_at_least(8, "i8matvec")) return 0;
     check_prep_edges();
     run_shape(128, 256, false);
     run_shape(4096, 4096, !quick);
     run_shape(6144, 4096, !quick);
     run_shape(28672, 4096, !quick);
-    if (g_failures) {
-        fprintf(stderr, "bench_cuda_i8matvec: %d checks FAILED\n", g_failures);
-        return 1;
-    }
-    printf("bench_cuda_i8matvec: all checks passed\n");
-    return 0;
+    return report("bench_cuda_i8matvec");
 }

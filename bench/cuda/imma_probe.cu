@@ -47,13 +47,7 @@ __global__ void probe_kernel(const uint32_t *W, const uint32_t *B, const weft_i8
 } // namespace
 
 int main() {
-    int dev = 0, major = 0;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    if (major < 8) {
-        printf("imma probe: needs sm_80 or newer, not run\n");
-        return 0;
-    }
+    if (!sm_at_least(8, "imma probe")) return 0;
     Rng rng(7);
     std::vector<uint32_t> W((size_t)kTrials * 16 * 4);
     std::vector<int> q((size_t)kTrials * 16 * 32); // q [trial][row][element]

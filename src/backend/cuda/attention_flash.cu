@@ -25,18 +25,18 @@ __host__ __device__ constexpr size_t tile_smem_words(int d) {
     return (size_t)2 * (kRowHeads + KB) * (size_t)(d / 2 + 4) + (size_t)2 * d * kAttnVS;
 }
 
-// Fold::add (attn_common.cuh) on the lane's elements of one row: m, l updated; returns (ca, cb) for its o.
-__device__ __forceinline__ float2 fold_ml(float &m, float &l, float m2, float l2) {
-    const float mn = fmaxf(m, m2), ca = exp2f(__fsub_rn(m, mn)), cb = exp2f(__fsub_rn(m2, mn));
-    l = __fadd_rn(__fmul_rn(l, ca), __fmul_rn(l2, cb));
-    m = mn;
-    return make_float2(ca, cb);
+// Fold::add (attn_common.cuh) on the lane's elements of one row: m, l updated; returns the scale for its o.
+__device__ __forceinline__ FoldScale fold_ml(float &m, float &l, float m2, float l2) {
+    const FoldScale f = fold_scale(m, m2);
+    l = f.mix(l, l2);
+    m = f.mn;
+    return f;
 }
 
 // The warp's span partials: a block's o_b folds in as attn_block hands out its n-tiles.
 template <int DMAX> struct SpanFold {
     float ms[2], ls[2], os[DMAX / 8][4];
-    float2 c[2];
+    FoldScale c[2];
     bool live[2];
     __device__ __forceinline__ void begin(const AttnBlock &b) {
 #pragma unroll
@@ -46,8 +46,7 @@ template <int DMAX> struct SpanFold {
     __device__ __forceinline__ void tile(int nt, const float o[4]) {
 #pragma unroll
         for (int i = 0; i < 4; i++)
-            if (live[i / 2])
-                os[nt][i] = __fadd_rn(__fmul_rn(os[nt][i], c[i / 2].x), __fmul_rn(o[i], c[i / 2].y));
+            if (live[i / 2]) os[nt][i] = c[i / 2].mix(os[nt][i], o[i]);
     }
 };
 
