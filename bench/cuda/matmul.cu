@@ -358,8 +358,8 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         const double o16 = time_ms(old_mm(16), 3, 20, flush), n16 = time_ms(new_mm(16), 3, 20, flush);
         const double o256 = time_ms(old_mm(256), 1, 5, flush), n256 = time_ms(new_mm(256), 1, 5, flush);
         const double p1 = time_ms([&] { weft_cu_xq_prep(dx, K, 1, &xq, 0); });
-        // many rows: the GEMM against mma_q4x.cu's own kernel (no_gemm), M = 16 .. 512 (the dispatch uses the GEMM
-        // from WEFT_CU_GEMM_MIN_ROWS)
+        // many rows: the GEMM against mma_q4x.cu's own kernel (no_gemm), M = 16 .. 512 (the dispatch uses the
+        // GEMM from WEFT_CU_GEMM_MIN_ROWS)
         weft_cu_epi eo = e;
         eo.gemm = -1;
         CK(weft_cu_xq_prep(dx, K, MAXM, &xq, 0));
