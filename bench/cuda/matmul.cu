@@ -251,11 +251,13 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             EXPECT(eq, "%s %lldx%lld q4x: M=%d mode %d differs from the fp32-activation kernel", L.name,
                    (long long)N, (long long)K, M, mode);
             // the GEMMs (mma.sync, wgmma) at every M, whether or not weft_cu_matmul_q4x would pick them here
-            for (int wg = 0; wg < 2; wg++) {
+            static const char *const gname[3] = {"mma.sync", "wgmma", "cluster-split"};
+            for (int wg = 0; wg < 3; wg++) {
                 CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
                 if (!accu) CK(cudaMemset(dy2, 0xff, ny));
-                const cudaError_t ge =
-                    wg ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0) : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
+                const cudaError_t ge = wg == 2   ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
+                                       : wg == 1 ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
+                                                 : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
                 if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
                 CK(cudaDeviceSynchronize());
@@ -263,7 +265,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                 const bool geq = !memcmp(gv.data(), a.data(), (size_t)M * N * sizeof(float));
                 bad += !geq;
                 EXPECT(geq, "%s %lldx%lld %s GEMM: M=%d mode %d differs from the fp32-activation kernel",
-                       L.name, (long long)N, (long long)K, wg ? "wgmma" : "mma.sync", M, mode);
+                       L.name, (long long)N, (long long)K, gname[wg], M, mode);
             }
         }
     }
@@ -363,6 +365,15 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         weft_cu_epi eo = e;
         eo.gemm = -1;
         CK(weft_cu_xq_prep(dx, K, MAXM, &xq, 0));
+        // few rows: mma_q4x.cu's kernels (no split) against the cluster-split GEMM
+        weft_cu_epi en = e;
+        en.no_split = 1;
+        printf("\n    few rows, ms q4x kernel / split GEMM:");
+        for (const int M : {2, 4, 8, 16, 32, 64}) {
+            const double tk = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, M, &en, 0); }, 3, 20, flush);
+            const double ts = time_ms([&] { weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0); }, 3, 20, flush);
+            printf(" M=%d %.4f / %.4f", M, tk, ts);
+        }
         printf("\n    many rows, ms (TFLOP/s) q4x kernel / GEMM / wgmma GEMM:");
         for (const int M : {16, 32, 64, 128, 256, 512}) {
             const double tk = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, M, &eo, 0); }, 1, 5, flush);
@@ -405,6 +416,10 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                    24;
         };
         const double so1 = stream_ms(false, 1), sn1 = stream_ms(true, 1), sn16 = stream_ms(true, 16);
+        e.no_split = 1; // 16 and 64 rows without the cluster-split GEMM
+        const double sk16 = stream_ms(true, 16), sk64 = stream_ms(true, 64);
+        e.no_split = 0;
+        const double sn64 = stream_ms(true, 64);
         e.no_x1s = 1; // the one-row kernel without the shared-memory row (session 5), for comparison
         const double sx1 = stream_ms(true, 1);
         e.no_x1s = 0;
@@ -415,8 +430,11 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         }
         CK(cudaGetLastError());
         printf("\n    back to back (graph-like, cold): M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s "
-               "(without the shared row %.4f ms %5.0f GB/s) | new M=16 %.4f ms",
-               so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sx1, W.w.bytes / sx1 / 1e6, sn16);
+               "(without the shared row %.4f ms %5.0f GB/s) | M=16 %.4f ms (no split %.4f) | M=64 %.4f ms "
+               "(no split "
+               "%.4f)",
+               so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sx1, W.w.bytes / sx1 / 1e6, sn16, sk16,
+               sn64, sk64);
         printf("\n    M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s (hot %.4f ms %5.0f GB/s) | prep "
                "%.4f ms"
                "\n    M=4 %.4f / %.4f | M=16 %.4f / %.4f | M=256 %.3f / %.3f ms (%.1f / %.1f TFLOP/s)",
@@ -439,7 +457,9 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t N = 14336, K = 4096;
     if (argc == 5 &&
-        !strcmp(argv[1], "gemm")) { // bench_cuda_matmul gemm N K M: the GEMM alone, for a profiler
+        (!strcmp(argv[1], "gemm") || !strcmp(argv[1], "split"))) { // bench_cuda_matmul gemm|split N K M:
+        // the GEMM (or the cluster-split GEMM) alone, for a profiler
+        const bool split = !strcmp(argv[1], "split");
         N = atoll(argv[2]);
         K = atoll(argv[3]);
         const int M = atoi(argv[4]);
@@ -452,10 +472,13 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&dy, (size_t)M * N * sizeof(float)));
         CK(cudaMemset(xq.f, 0x3c, (size_t)M * K * sizeof(uint32_t)));
         weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
-        for (int r = 0; r < 3; r++) CK(weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0));
+        auto gemm = [&] {
+            return split ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0) : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
+        };
+        for (int r = 0; r < 3; r++) CK(gemm());
         CK(cudaDeviceSynchronize());
-        printf("%s gemm %lldx%lld M=%d: %.3f ms\n", L.name, (long long)N, (long long)K, M,
-               time_ms([&] { weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0); }, 1, 5));
+        printf("%s %s %lldx%lld M=%d: %.4f ms\n", L.name, argv[1], (long long)N, (long long)K, M,
+               time_ms([&] { gemm(); }, 1, 5));
         return 0;
     }
     if (argc == 3) {

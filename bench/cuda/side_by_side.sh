@@ -97,6 +97,15 @@ if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512
         /tmp/w/bench_cuda_matmul gemm 14336 4096 512
 fi
 
+if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)
+    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    for nk in "14336 4096" "4096 14336"; do
+        run "splitncu_${nk% *}" 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+            --section SchedulerStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+            -k regex:gemm_q4 --launch-skip 3 --launch-count 1 /tmp/w/bench_cuda_matmul split $nk 16
+    done
+fi
+
 if has attnncu; then # profiler sections of the prefill attention tiles (256 rows ending at 8192)
     xz -dc "$C/bench_cuda_attention.xz" >/tmp/w/bench_cuda_attention && chmod +x /tmp/w/bench_cuda_attention
     run attnncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
@@ -119,6 +128,15 @@ if has var; then # A/B: without PDL, with session 3's 4-quad kernel for 5..16 ro
     run var_rq4 60 env WEFT_CUDA_TIMING_TWICE=512 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --streams 16 \
         --chunk 512
     run var_attn2 40 env WEFT_CUDA_TIMING_TWICE=257 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --chunk 512
+fi
+if has split; then # A/B: 5..16-row matmuls without the cluster-split GEMM (16384 = WEFT_CU_T_NO_SPLIT)
+    run split_s4 60 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --streams 4 --chunk 512
+    run nosplit_s4 60 env WEFT_CUDA_TIMING_TWICE=16384 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --streams 4 \
+        --chunk 512
+    run nosplit_s16 60 env WEFT_CUDA_TIMING_TWICE=16384 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --streams 16 \
+        --chunk 512
+    run nosplit_s64 60 env WEFT_CUDA_TIMING_TWICE=16384 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --streams 64 \
+        --chunk 512
 fi
 if has twice; then
     for mask in ${WEFT_TWICE_MASKS:-0 1 2 4 8 240}; do

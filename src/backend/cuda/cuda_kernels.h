@@ -130,6 +130,9 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_X1S): one row without the shared-memory copy of its words (the
      * session 5 kernel); the same bits */
     int no_x1s;
+    /* timing experiments only (WEFT_CU_T_NO_SPLIT): few rows without the cluster-split
+     * GEMM (weft_cu_gemm_q4s); the same bits */
+    int no_split;
     /* timing experiments only, the same bits: 0 = the GEMM where it pays (weft_cu_gemm_q4x), -1 = never
      * (WEFT_CU_T_NO_GEMM), 2 = the wgmma GEMM where it takes the layout (WEFT_CU_T_WGMMA) */
     int gemm;
@@ -148,11 +151,23 @@ cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, in
  * against 0.076 at 16). Shapes only decide it, and both kernels give the same bits. */
 #define WEFT_CU_GEMM_MIN_ROWS   17
 #define WEFT_CU_GEMM_MIN_BLOCKS 96
+/* ... and to weft_cu_gemm_q4s (K slots in separate blocks of a cluster) for WEFT_CU_SPLIT_MIN_ROWS ..
+ * WEFT_CU_SPLIT_MAX_ROWS rows, and for 33..64 rows when the GEMM's grid is below WEFT_CU_GEMM_MIN_BLOCKS
+ * (bench/NOTES.md session 8: faster than mma_q4x.cu's kernels there). */
+#define WEFT_CU_SPLIT_MIN_ROWS 5
+#define WEFT_CU_SPLIT_MAX_ROWS 16
 
 /* The same product (the same bits, the same epilogues) for many rows (gemm_q4.cu): blocks of 128 weight rows
  * x 64 activation rows staged through shared memory. Returns cudaErrorNotSupported for layouts it does not
  * take (a K block with a single 2-byte scale); weft_cu_matmul_q4x then runs its own kernel. */
 cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
+                             cudaStream_t stream);
+/* The same product (the same bits, the same epilogues) for few rows (gemm_q4.cu, any M; blocks of 128 weight
+ * rows x 8 or 16 activation rows by M): each block takes 1, 2 or 4 slots of the K split (weft_cu_q4_kw), the
+ * blocks of one output tile form a thread block cluster and add their slot sums in slot order through
+ * distributed shared memory, so a small weight still fills the GPU. Compute capability 9.0+ only
+ * (cudaErrorNotSupported before that, and for the layouts weft_cu_gemm_q4x refuses). */
+cudaError_t weft_cu_gemm_q4s(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
 /* The same product on wgmma (gemm_q4w.cu; sm_90a, K blocks of 4 sub-blocks, three layouts: Q4_0, MLX group
  * 64 with bf16 scales, MLX group 32 with f16 scales; cudaErrorNotSupported otherwise). Verified on the H200

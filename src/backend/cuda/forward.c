@@ -96,6 +96,7 @@ static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, in
         weft_cu_epi e = weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows);
         e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
         e.no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0;
+        e.no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0;
         e.gemm = cu_gemm_knob(b);
         LAUNCH(weft_cu_matmul_q4x(w, &xq, n, &e, b->stream), what);
         return WEFT_OK;
@@ -156,6 +157,7 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .bias = {ly->bq, ly->bk, ly->bv},
                                    .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0,
                                    .no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0,
+                                   .no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0,
                                    .gemm = cu_gemm_knob(b)};
             STAGE(WEFT_CU_T_QKV, LAUNCH(weft_cu_matmul_q4x(&ly->wqkv, &xq, n, &e, st), "qkv projection"));
         } else {
@@ -200,6 +202,7 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                    .xf_nsub = I / 32,
                                    .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0,
                                    .no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0,
+                                   .no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0,
                                    .gemm = cu_gemm_knob(b)};
             STAGE(WEFT_CU_T_GU, LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection"));
         } else {

@@ -1,4 +1,5 @@
-// The 4-bit tensor-core matmul for many activation rows (prefill chunks): weft_cu_gemm_q4x (cuda_kernels.h).
+// The 4-bit tensor-core matmul for many activation rows (prefill chunks): weft_cu_gemm_q4x (cuda_kernels.h),
+// and for few rows: weft_cu_gemm_q4s.
 //
 // Same arithmetic as mma_q4x.cu — the product of a WEFT_CU_Q4F weight and prepared activations is defined
 // there (mma_q4.cu's header): per output, K blocks are taken slot by slot (slot w = the blocks w, w + KW,
@@ -14,21 +15,60 @@
 // 2·wm, 2·wm + 1 against activation rows 32·wn .. 32·wn + 31 (8 quads), so each decoded A fragment feeds
 // 16 mma and each activation fragment 4. mma_q4x.cu's many-row kernel instead re-reads the activations from
 // L2 for every 16-row tile and decodes each weight once per 32 rows.
+//
+// Few rows (weft_cu_gemm_q4s, 2..64 activation rows: decode rounds of several streams): blocks of 128 weight
+// rows x 8 or 16 activation rows (one tile and all quads per warp), and since 128-row blocks alone would
+// leave most SMs idle on a 4096-row weight, the slots of one block's outputs are spread over the blocks of a
+// thread block cluster, which add the slot sums in slot order through distributed shared memory at the end
+// (the same additions, so the same bits). Measured in bench/NOTES.md session 8 (16 rows: 1.1–1.8x the
+// one-quad-per-block kernel of mma_q4x.cu).
 #include "cuda_kernels.h"
 #include "pdl.cuh"
 #include "q4_mma.cuh"
 #include "cp_async.cuh"
 
+#include <cooperative_groups.h>
+
 namespace {
 
-constexpr int GT = 8;  // weight tiles (16 rows) per block
-constexpr int GR = 64; // activation rows per block
-constexpr int NST = 3; // K blocks of copies in flight
-constexpr int WQ = 8;  // activation quads per warp: 8 warps of 2 tiles x 32 rows
-constexpr int NTHR = 32 * 4 * (GR / (4 * WQ));
+namespace cg = cooperative_groups;
 
-// One pipeline stage: K block kb of the block's 8 tiles and 64 activation rows.
-template <int MODE, int SDT, int SB, int GPB> struct alignas(16) GStage {
+constexpr int GT = 8;  // weight tiles (16 rows) per block
+constexpr int NST = 3; // K blocks of copies in flight
+constexpr int NTHR = 256;
+
+// A block's shape: 8 warps, warp (wm, wn) = (warp % WM, warp / WM) computes tiles TPW·wm .. TPW·wm + TPW − 1
+// against activation rows 4·WQ·wn .. + 4·WQ − 1 (WQ quads); GT = TPW·WM tiles, GR = 4·WQ·WN rows per block.
+// SPLIT: the block takes SPC slots only (below).
+template <int TPW_, int WQ_, int WN_, bool SPLIT_> struct GLay {
+    static constexpr int TPW = TPW_, WQ = WQ_, WM = 8 / WN_, GR = 4 * WQ_ * WN_;
+    static constexpr bool SPLIT = SPLIT_;
+    static_assert(TPW_ * (8 / WN_) == GT, "a block holds GT tiles");
+};
+using LWide = GLay<2, 8, 2, false>; // prefill chunks: 128 weight rows x 64 activation rows, every slot
+using LS8 = GLay<1, 2, 1, true>;    // few rows, some slots per block: 128 x 8
+using LS16 = GLay<1, 4, 1, true>;   // 128 x 16
+
+// The K blocks of the SPC slots r, r + C, r + 2C, ... (C = KW / SPC) that block r of a cluster walks, slot by
+// slot: a cursor (j, k) is K block k of local slot j (slot r + C·j), advanced one step at a time (no division
+// on the way). Slot s holds nblk / KW + 1 blocks for s < nblk % KW, else nblk / KW (q4_slot_block's split).
+struct SplitWalk {
+    int r, C, KW, nq, A, n;
+    __device__ __forceinline__ SplitWalk(int r_, int C_, int KW_, int nblk, int SPC) : r(r_), C(C_), KW(KW_) {
+        const int nr = nblk % KW;
+        nq = nblk / KW;
+        A = nr > r ? min((nr - r + C - 1) / C, SPC) : 0; // local slots of nq + 1 blocks (they come first)
+        n = A * (nq + 1) + (SPC - A) * nq;
+    }
+    __device__ __forceinline__ int len(int j) const { return j < A ? nq + 1 : nq; }
+    __device__ __forceinline__ int kb(int j, int k) const { return r + C * j + k * KW; }
+    __device__ __forceinline__ void next(int &j, int &k) const {
+        if (++k == len(j)) j++, k = 0;
+    }
+};
+
+// One pipeline stage: K block kb of the block's GT tiles and GR activation rows.
+template <int MODE, int SDT, int SB, int GPB, int GR> struct alignas(16) GStage {
     static constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2, SBYTES = GPB * SSZ;
     uint32_t a[GT][64 * SB];          // q4f words of the block (tile-major, as in global memory)
     uint32_t x[GR][32 * SB];          // prepared activations, sub-blocks kb·SB .. kb·SB + SB − 1
@@ -45,85 +85,104 @@ template <int MODE, int SDT, int SB, int GPB> struct alignas(16) GStage {
 
 // A thread's share of the copies of one K block, fixed for the whole kernel (only the K block's offset
 // changes): 16-byte chunks o of the weight tiles T0, T0 + TPI, ..., chunks o of activation rows r0, r0 + RPI,
-// ..., the 32-element sums of row tid (AFFINE), the scales (biases) of weight row tid % 128.
-template <int MODE, int SDT, int SB, int GPB> struct GLoad {
-    using St = GStage<MODE, SDT, SB, GPB>;
+// ..., the 32-element sums of row tid (AFFINE), the scales (biases) of weight row tid % 128. The weight part
+// (load_w: data no kernel writes) may be issued before weft_pdl_enter, the activation part (load_x) only
+// after.
+template <int MODE, int SDT, int SB, int GPB, int GR> struct GLoad {
+    using St = GStage<MODE, SDT, SB, GPB, GR>;
     static constexpr int CPT = 16 * SB, TPI = NTHR / CPT; // chunks per tile, tiles per pass
     static constexpr int CPR = 8 * SB, RPI = NTHR / CPR;  // chunks per activation row, rows per pass
-    const uint32_t *a, *x;
+    static constexpr int NPA = (GT + TPI - 1) / TPI, NPX = (GR + RPI - 1) / RPI; // passes
+    const uint32_t *a[NPA], *x; // each weight pass's source at K block 0; the first activation pass's
     const float *xs;
     const char *sc;
-    int64_t a_step, x_step; // words between passes
-    int t0, oa, r0, ox, nta, nrx, sr;
-    bool sc_ok, xs_ok;
+    int t0, oa, r0, ox, sr;
+    int nrx, x_step; // activation passes whose row exists; words between passes
+    bool a_ok[NPA], sc_ok, xs_ok;
 
     __device__ __forceinline__ GLoad(const WDev &w, const uint32_t *XF, const float *XS, int M, int64_t tile0,
                                      int64_t ntiles, int row0, int nblk, int tid) {
         const int64_t nsub = w.cols / 32, ng = w.cols >> w.gshift;
         t0 = tid / CPT, oa = tid % CPT, r0 = tid / CPR, ox = tid % CPR;
-        // passes whose tile / row exists (the rest copy zeros): counts, not per-pass tests
-        nta = 0;
-        for (int k = 0; k * TPI + t0 < GT && tile0 + k * TPI + t0 < ntiles; k++) nta++;
+        // a zero-filling copy (tile or row past the end) still names a source: the array's start
+#pragma unroll
+        for (int k = 0; k < NPA; k++) {
+            const int64_t T = tile0 + t0 + k * TPI;
+            a_ok[k] = t0 + k * TPI < GT && T < ntiles;
+            a[k] = static_cast<const uint32_t *>(w.q) + (a_ok[k] ? T * nblk * 64 * SB + 4 * oa : 0);
+        }
         nrx = 0;
-        for (int k = 0; k < GR / RPI && row0 + r0 + k * RPI < M; k++) nrx++;
-        // a zero-filling copy still names a source: the first pass's, or the array's start when that is past
-        // the end too
-        a = static_cast<const uint32_t *>(w.q) + (nta ? (tile0 + t0) * nblk * 64 * SB + 4 * oa : 0);
-        a_step = (int64_t)TPI * nblk * 64 * SB;
-        x = XF + (nrx ? ((int64_t)(row0 + r0) * nsub) * 32 + 4 * ox : 0);
-        x_step = (int64_t)RPI * nsub * 32;
+        for (int k = 0; k * RPI + r0 < GR && row0 + r0 + k * RPI < M; k++) nrx++;
+        x = XF + (nrx ? (int64_t)(row0 + r0) * nsub * 32 + 4 * ox : 0);
+        x_step = RPI * (int)nsub * 32;
         xs_ok = tid < GR && row0 + tid < M;
         xs = XS + (int64_t)(xs_ok ? row0 + tid : 0) * nsub;
         sr = tid % (GT * 16);
         sc_ok = tid < GT * 16 * (MODE == WEFT_CU_AFFINE ? 2 : 1) && tile0 + sr / 16 < ntiles;
         const char *base = static_cast<const char *>(tid >= GT * 16 ? w.b : w.s);
         sc = base + (sc_ok ? (tile0 * 16 + sr) * ng : 0) * St::SSZ;
-        if (!xs_ok) xs = XS;
     }
 
-    __device__ __forceinline__ void load(St &S, int kb, int tid) const {
+    __device__ __forceinline__ void load_w(St &S, int kb, int tid) const {
+        const int off = kb * 64 * SB;
 #pragma unroll
-        for (int k = 0; k < (GT + TPI - 1) / TPI; k++) {
-            const int T = t0 + k * TPI;
-            if (T < GT) {
-                const bool ok = k < nta;
-                cp_async<16>(&S.a[T][4 * oa], ok ? a + k * a_step + (int64_t)kb * 64 * SB : a, ok);
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < GR / RPI; k++) {
-            const bool ok = k < nrx;
-            cp_async<16>(&S.x[r0 + k * RPI][4 * ox], ok ? x + k * x_step + (int64_t)kb * SB * 32 : x, ok);
-        }
-        if (MODE == WEFT_CU_AFFINE && tid < GR) cp_async<4 * SB>(&S.xs[tid][0], xs + (int64_t)kb * SB, xs_ok);
+        for (int k = 0; k < NPA; k++)
+            if (t0 + k * TPI < GT)
+                cp_async<16>(&S.a[t0 + k * TPI][4 * oa], a[k] + (a_ok[k] ? off : 0), a_ok[k]);
         if (tid < GT * 16 * (MODE == WEFT_CU_AFFINE ? 2 : 1))
             cp_async<St::SBYTES>(tid >= GT * 16 ? &S.b[sr][0] : &S.s[sr][0],
-                                 sc_ok ? sc + (int64_t)kb * GPB * St::SSZ : sc, sc_ok);
+                                 sc + (sc_ok ? kb * GPB * St::SSZ : 0), sc_ok);
+    }
+    __device__ __forceinline__ void load_x(St &S, int kb, int tid) const {
+        const int off = kb * SB * 32;
+#pragma unroll
+        for (int k = 0; k < NPX; k++)
+            if (r0 + k * RPI < GR)
+                cp_async<16>(&S.x[r0 + k * RPI][4 * ox], x + (k < nrx ? k * x_step + off : 0), k < nrx);
+        if (MODE == WEFT_CU_AFFINE && tid < GR)
+            cp_async<4 * SB>(&S.xs[tid][0], xs + (xs_ok ? kb * SB : 0), xs_ok);
     }
 };
 
-// Grid: (ceil(tiles / 8), ceil(M / 64)); 256 threads. Lane (g = lane / 4, t = lane % 4) of warp (wm, wn), as
-// in mma_q4x.cu per tile and quad: B column g = activation row 4q + g/2, part g % 2; C: tile rows g, g + 8
-// for activation row 4q + t.
-template <int MODE, int SDT, int SB, int GPB>
-__global__ void __launch_bounds__(NTHR, 1)
+// Grid: (ceil(tiles / 8) [x CL with SPLIT], ceil(M / GR)); 256 threads. Lane (g = lane / 4, t = lane % 4) of
+// warp (wm, wn), as in mma_q4x.cu per tile and quad: B column g = activation row 4q + g/2, part g % 2; C:
+// tile rows g, g + 8 for activation row 4q + t.
+// SPLIT (few rows, where GT-tile blocks alone would leave most SMs idle): the CL = KW / SPC blocks of one
+// block's outputs form a thread block cluster; block r = blockIdx.x % CL takes the slots r, r + CL, ... (each
+// the slot sum of mma_q4x.cu's warp of that slot), leaves each slot's sums in shared memory, and after a
+// cluster barrier warps w with w % CL == r add the KW slot sums of their outputs in slot order (read through
+// distributed shared memory) and store them — the same additions in the same order, so the same bits.
+template <int MODE, int SDT, int SB, int GPB, class L, int SPC>
+__global__ void __launch_bounds__(NTHR, L::GR <= 16 ? 2 : 1)
     gemm_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                    weft_cu_epi epi) {
-    using St = GStage<MODE, SDT, SB, GPB>;
-    constexpr int SPB = SB / GPB; // sub-blocks per scale group
+    using St = GStage<MODE, SDT, SB, GPB, L::GR>;
+    constexpr int SPB = SB / GPB, TPW = L::TPW, WQ = L::WQ; // SPB: sub-blocks per scale group
     extern __shared__ __align__(16) unsigned char smem[];
     St *stage = reinterpret_cast<St *>(smem);
-    weft_pdl_enter();
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp % L::WM, wn = warp / L::WM;
     const int g = lane >> 2, t = lane & 3;
-    const int64_t ntiles = w.rows / 16, tile0 = (int64_t)blockIdx.x * GT;
-    const int row0 = blockIdx.y * GR, nblk = (int)(w.cols / (32 * SB));
-    const bool mt[2] = {tile0 + 2 * wm < ntiles, tile0 + 2 * wm + 1 < ntiles};
-    auto kb_of = [&](int i, bool &slot_end) { return q4_slot_block(i, nblk, KW, slot_end); };
+    const int CL = L::SPLIT ? KW / SPC : 1, rank = (int)(blockIdx.x % (unsigned)CL);
+    const int64_t ntiles = w.rows / 16, tile0 = (int64_t)(blockIdx.x / CL) * GT;
+    const int row0 = blockIdx.y * L::GR, nblk = (int)(w.cols / (32 * SB));
+    // the slots this block walks: SPC of them (SPLIT), or all KW in order
+    const SplitWalk sw(rank, CL, KW, nblk, L::SPLIT ? SPC : KW);
+    const int nmine = sw.n;
+    int lj = 0, lk = 0, cj = 0, ck = 0; // the cursors of the next K block to load and to compute
+    auto load_kb = [&]() {
+        const int kb = sw.kb(lj, lk);
+        sw.next(lj, lk);
+        return kb;
+    };
+    // SPLIT: [SPC][warp][m][q][h][lane], each local slot's sums, after the stages
+    float *part = reinterpret_cast<float *>(smem + sizeof(St) * NST);
+    auto pidx = [&](int j, int wp, int m, int q, int h) {
+        return ((((j * 8 + wp) * TPW + m) * WQ + q) * 2 + h) * 32 + lane;
+    };
 
-    float acc[2][WQ][2], tot[2][WQ][2], C[2][WQ][4], sxg[WQ];
+    float acc[TPW][WQ][2], tot[TPW][WQ][2], C[TPW][WQ][4], sxg[WQ];
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < TPW; m++)
 #pragma unroll
         for (int q = 0; q < WQ; q++) {
             acc[m][q][0] = acc[m][q][1] = 0.0f;
@@ -134,23 +193,36 @@ __global__ void __launch_bounds__(NTHR, 1)
 #pragma unroll
     for (int q = 0; q < WQ; q++) sxg[q] = 0.0f;
 
-    bool dummy;
-    const GLoad<MODE, SDT, SB, GPB> ld(w, XF, XS, M, tile0, ntiles, row0, nblk, tid);
+    const GLoad<MODE, SDT, SB, GPB, L::GR> ld(w, XF, XS, M, tile0, ntiles, row0, nblk, tid);
+    // the first stages' weights travel while the previous kernel finishes (pdl.cuh); they join the first
+    // commit group with the first activations
+    int kb0[NST - 1];
 #pragma unroll
     for (int p = 0; p < NST - 1; p++) {
-        if (p < nblk) ld.load(stage[p], kb_of(p, dummy), tid);
+        kb0[p] = p < nmine ? load_kb() : 0;
+        if (p < nmine) ld.load_w(stage[p], kb0[p], tid);
+    }
+    weft_pdl_enter();
+#pragma unroll
+    for (int p = 0; p < NST - 1; p++) {
+        if (p < nmine) ld.load_x(stage[p], kb0[p], tid);
         cp_commit();
     }
     int slot = 0;
 #pragma unroll 1
-    for (int i = 0; i < nblk; i++) {
+    for (int i = 0; i < nmine; i++) {
         {
             cp_wait<NST - 2>();
             __syncthreads(); // block i has landed for all threads; block i − 1's stage is free again
-            if (i + NST - 1 < nblk) ld.load(stage[(i + NST - 1) % NST], kb_of(i + NST - 1, dummy), tid);
+            if (i + NST - 1 < nmine) {
+                const int kn = load_kb();
+                ld.load_w(stage[(i + NST - 1) % NST], kn, tid);
+                ld.load_x(stage[(i + NST - 1) % NST], kn, tid);
+            }
             cp_commit();
-            bool slot_end;
-            (void)kb_of(i, slot_end);
+            const int jslot = cj; // the local slot of block i
+            const bool slot_end = ck == sw.len(cj) - 1;
+            sw.next(cj, ck);
             const St &S = stage[i % NST];
             // Scale groups two at a time (the compiler hoists a step's activation loads: all of a block's
             // groups at once would run out of registers; two at once measured 3-4% faster than one), each
@@ -162,18 +234,18 @@ __global__ void __launch_bounds__(NTHR, 1)
                 for (int js = 0; js < SPB; js++) {
                     const int j = gi * SPB + js;
                     const bool first = js == 0, last = js == SPB - 1;
-                    uint32_t P[2][2][4];
-                    float sc[2][2], bc[2][2];
+                    uint32_t P[TPW][2][4];
+                    float sc[TPW][2], bc[TPW][2];
 #pragma unroll
-                    for (int m = 0; m < 2; m++) {
-                        // the lane's words of rows g and g + 8 of tile 2·wm + m for sub-block j
-                        q4_dec_word(S.a[2 * wm + m][lane * SB + j], P[m][0]);
-                        q4_dec_word(S.a[2 * wm + m][32 * SB + lane * SB + j], P[m][1]);
+                    for (int m = 0; m < TPW; m++) {
+                        // the lane's words of rows g and g + 8 of tile TPW·wm + m for sub-block j
+                        q4_dec_word(S.a[TPW * wm + m][lane * SB + j], P[m][0]);
+                        q4_dec_word(S.a[TPW * wm + m][32 * SB + lane * SB + j], P[m][1]);
                         sc[m][0] = sc[m][1] = bc[m][0] = bc[m][1] = 0.0f;
                         if (last) {
 #pragma unroll
                             for (int h = 0; h < 2; h++) {
-                                const int r = (2 * wm + m) * 16 + g + 8 * h;
+                                const int r = (TPW * wm + m) * 16 + g + 8 * h;
                                 sc[m][h] = S.scale(S.s[r], gi);
                                 if (MODE == WEFT_CU_AFFINE)
                                     bc[m][h] = q4_affine_b(sc[m][h], S.scale(S.b[r], gi));
@@ -190,7 +262,7 @@ __global__ void __launch_bounds__(NTHR, 1)
                             sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
                         }
 #pragma unroll
-                        for (int m = 0; m < 2; m++) {
+                        for (int m = 0; m < TPW; m++) {
                             q4_mma_sub(C[m][q], P[m][0], P[m][1], xv, first);
                             if (last)
                                 q4_fold<MODE>(acc[m][q], C[m][q], sc[m][0], sc[m][1], bc[m][0], bc[m][1],
@@ -199,9 +271,20 @@ __global__ void __launch_bounds__(NTHR, 1)
                     }
                 }
             }
-            if (slot_end) { // the slot's sum joins the total (the first slot's sum is the total)
+            if (L::SPLIT && slot_end) { // the slot's sums wait in shared memory for the cluster's combine
 #pragma unroll
-                for (int m = 0; m < 2; m++)
+                for (int m = 0; m < TPW; m++)
+#pragma unroll
+                    for (int q = 0; q < WQ; q++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            part[pidx(jslot, warp, m, q, h)] = acc[m][q][h];
+                            acc[m][q][h] = 0.0f;
+                        }
+            }
+            if (!L::SPLIT && slot_end) { // the slot's sum joins the total (the first slot's sum is the total)
+#pragma unroll
+                for (int m = 0; m < TPW; m++)
 #pragma unroll
                     for (int q = 0; q < WQ; q++)
 #pragma unroll
@@ -214,55 +297,129 @@ __global__ void __launch_bounds__(NTHR, 1)
         }
     }
     cp_wait<0>();
-    // slots without blocks (K shorter than KW blocks) add their zero sums, as mma_q4x.cu's idle warps do
-    for (; slot < KW; slot++)
+    if constexpr (L::SPLIT) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        // slots without blocks (K shorter than KW blocks) have zero sums, as mma_q4x.cu's idle warps
+        for (int j = 0; j < SPC; j++)
+            if (sw.len(j) == 0)
 #pragma unroll
-        for (int m = 0; m < 2; m++)
+                for (int m = 0; m < TPW; m++)
 #pragma unroll
-            for (int q = 0; q < WQ; q++) {
-                tot[m][q][0] = __fadd_rn(tot[m][q][0], 0.0f);
-                tot[m][q][1] = __fadd_rn(tot[m][q][1], 0.0f);
+                    for (int q = 0; q < WQ; q++)
+                        part[pidx(j, warp, m, q, 0)] = part[pidx(j, warp, m, q, 1)] = 0.0f;
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync();
+        if (warp % CL == rank) {
+#pragma unroll
+            for (int m = 0; m < TPW; m++) {
+                if (tile0 + TPW * wm + m >= ntiles) continue;
+#pragma unroll
+                for (int q = 0; q < WQ; q++) {
+                    float v[2];
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        v[h] = cl.map_shared_rank(part, 0)[pidx(0, warp, m, q, h)];
+                        for (int sl = 1; sl < KW; sl++)
+                            v[h] = __fadd_rn(v[h],
+                                             cl.map_shared_rank(part, sl % CL)[pidx(sl / CL, warp, m, q, h)]);
+                    }
+                    q4_epi_store(epi, tile0 + TPW * wm + m, row0 + 4 * WQ * wn + 4 * q + t, M, g, t, v[0],
+                                 v[1]);
+                }
             }
+        }
+        cl.sync(); // no block leaves while another may still read its sums
+#endif
+    } else {
+        // slots without blocks (K shorter than KW blocks) add their zero sums, as mma_q4x.cu's idle warps do
+        for (; slot < KW; slot++)
 #pragma unroll
-    for (int m = 0; m < 2; m++) {
-        if (!mt[m]) continue;
+            for (int m = 0; m < TPW; m++)
 #pragma unroll
-        for (int q = 0; q < WQ; q++)
-            q4_epi_store(epi, tile0 + 2 * wm + m, row0 + 4 * WQ * wn + 4 * q + t, M, g, t, tot[m][q][0],
-                         tot[m][q][1]);
+                for (int q = 0; q < WQ; q++) {
+                    tot[m][q][0] = __fadd_rn(tot[m][q][0], 0.0f);
+                    tot[m][q][1] = __fadd_rn(tot[m][q][1], 0.0f);
+                }
+#pragma unroll
+        for (int m = 0; m < TPW; m++) {
+            if (tile0 + TPW * wm + m >= ntiles) continue;
+#pragma unroll
+            for (int q = 0; q < WQ; q++)
+                q4_epi_store(epi, tile0 + TPW * wm + m, row0 + 4 * WQ * wn + 4 * q + t, M, g, t, tot[m][q][0],
+                             tot[m][q][1]);
+        }
     }
 }
 
-template <int MODE, int SDT, int SB, int GPB>
-cudaError_t launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
-                   cudaStream_t st) {
-    auto kernel = gemm_q4_kernel<MODE, SDT, SB, GPB>;
-    const size_t smem = sizeof(GStage<MODE, SDT, SB, GPB>) * NST;
+template <int MODE, int SDT, int SB, int GPB, class L, int SPC>
+cudaError_t launch_spc(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
+                       cudaStream_t st) {
+    auto kernel = gemm_q4_kernel<MODE, SDT, SB, GPB, L, SPC>;
+    const size_t part = L::SPLIT ? sizeof(float) * SPC * 8 * L::TPW * L::WQ * 2 * 32 : 0;
+    const size_t smem = sizeof(GStage<MODE, SDT, SB, GPB, L::GR>) * NST + part;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
-    const int64_t ntiles = d.rows / 16;
-    const dim3 grid((unsigned)((ntiles + GT - 1) / GT), (unsigned)((M + GR - 1) / GR));
-    return weft_pdl_launch(kernel, grid, dim3(NTHR), smem, st, d, (const uint32_t *)xq->f,
-                           (const float *)xq->s, M, KW, epi);
+    const int64_t ntiles = d.rows / 16, C = L::SPLIT ? KW / SPC : 1;
+    const dim3 grid((unsigned)((ntiles + GT - 1) / GT * C), (unsigned)((M + L::GR - 1) / L::GR));
+    return weft_pdl_launch_cluster(kernel, grid, dim3(NTHR), smem, st, L::SPLIT ? (int)C : 0, d,
+                                   (const uint32_t *)xq->f, (const float *)xq->s, M, KW, epi);
 }
 
-template <int MODE, int SDT>
+// SPLIT: slots per block — the fewest blocks that still fill the device about once (two blocks per SM), at
+// most 4 slots per block (KW is 4 or 8).
+template <int MODE, int SDT, int SB, int GPB, class L>
+cudaError_t launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
+                   cudaStream_t st) {
+    if constexpr (!L::SPLIT) {
+        return launch_spc<MODE, SDT, SB, GPB, L, 1>(d, xq, M, epi, KW, st);
+    } else {
+        const int64_t groups = (d.rows / 16 + GT - 1) / GT * ((M + L::GR - 1) / L::GR);
+        const int64_t fill = 2 * (int64_t)weft_sm_count();
+        int spc = 4;
+        while (spc > 1 && groups * (KW / spc) < fill * 7 / 10) spc /= 2;
+        if (spc == 4) return launch_spc<MODE, SDT, SB, GPB, L, 4>(d, xq, M, epi, KW, st);
+        if (spc == 2) return launch_spc<MODE, SDT, SB, GPB, L, 2>(d, xq, M, epi, KW, st);
+        return launch_spc<MODE, SDT, SB, GPB, L, 1>(d, xq, M, epi, KW, st);
+    }
+}
+
+template <int MODE, int SDT, class L>
 cudaError_t launch_g(const WDev &d, int group, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                      cudaStream_t st) {
     constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2;
     const int sb = d.sb, gpb = 32 * sb / group;
     // Scales copied in pieces of 4, 8 or 16 bytes: GPB·SSZ >= 4 (one 2-byte scale per block is refused).
-    if (sb == 4 && gpb == 4) return launch<MODE, SDT, 4, 4>(d, xq, M, epi, KW, st);
-    if (sb == 2 && gpb == 2) return launch<MODE, SDT, 2, 2>(d, xq, M, epi, KW, st);
+    if (sb == 4 && gpb == 4) return launch<MODE, SDT, 4, 4, L>(d, xq, M, epi, KW, st);
+    if (sb == 2 && gpb == 2) return launch<MODE, SDT, 2, 2, L>(d, xq, M, epi, KW, st);
     if constexpr (SSZ == 4) {
-        if (sb == 1 && gpb == 1) return launch<MODE, SDT, 1, 1>(d, xq, M, epi, KW, st);
+        if (sb == 1 && gpb == 1) return launch<MODE, SDT, 1, 1, L>(d, xq, M, epi, KW, st);
     }
     if constexpr (MODE == WEFT_CU_AFFINE) {
-        if (sb == 4 && gpb == 2) return launch<MODE, SDT, 4, 2>(d, xq, M, epi, KW, st);
+        if (sb == 4 && gpb == 2) return launch<MODE, SDT, 4, 2, L>(d, xq, M, epi, KW, st);
         if constexpr (SSZ == 4) {
-            if (sb == 2 && gpb == 1) return launch<MODE, SDT, 2, 1>(d, xq, M, epi, KW, st);
-            if (sb == 4 && gpb == 1) return launch<MODE, SDT, 4, 1>(d, xq, M, epi, KW, st);
+            if (sb == 2 && gpb == 1) return launch<MODE, SDT, 2, 1, L>(d, xq, M, epi, KW, st);
+            if (sb == 4 && gpb == 1) return launch<MODE, SDT, 4, 1, L>(d, xq, M, epi, KW, st);
         }
+    }
+    return cudaErrorNotSupported;
+}
+
+template <class L>
+cudaError_t launch_w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
+                     cudaStream_t stream) {
+    if (M <= 0) return cudaSuccess;
+    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
+    const WDev d = wdev(w);
+    const int KW = weft_cu_q4_kw(w->rows, w->cols);
+    if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
+        return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16, L>(d, w->group, xq, M, *epi, KW, stream);
+    if (w->mode == WEFT_CU_AFFINE) {
+        if (w->sdt == WEFT_CU_S_F32)
+            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F32, L>(d, w->group, xq, M, *epi, KW, stream);
+        if (w->sdt == WEFT_CU_S_F16)
+            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F16, L>(d, w->group, xq, M, *epi, KW, stream);
+        if (w->sdt == WEFT_CU_S_BF16)
+            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_BF16, L>(d, w->group, xq, M, *epi, KW, stream);
     }
     return cudaErrorNotSupported;
 }
@@ -275,19 +432,12 @@ extern "C" int weft_cu_q4_kw(int64_t rows, int64_t cols) {
 
 extern "C" cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
                                         const weft_cu_epi *epi, cudaStream_t stream) {
-    if (M <= 0) return cudaSuccess;
-    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
-    const WDev d = wdev(w);
-    const int KW = weft_cu_q4_kw(w->rows, w->cols);
-    if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
-        return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, KW, stream);
-    if (w->mode == WEFT_CU_AFFINE) {
-        if (w->sdt == WEFT_CU_S_F32)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F32>(d, w->group, xq, M, *epi, KW, stream);
-        if (w->sdt == WEFT_CU_S_F16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, KW, stream);
-        if (w->sdt == WEFT_CU_S_BF16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_BF16>(d, w->group, xq, M, *epi, KW, stream);
-    }
-    return cudaErrorNotSupported;
+    return launch_w<LWide>(w, xq, M, epi, stream);
+}
+
+extern "C" cudaError_t weft_cu_gemm_q4s(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
+                                        const weft_cu_epi *epi, cudaStream_t stream) {
+    if (M > 0 && !weft_cluster_on()) return cudaErrorNotSupported;
+    if (M <= 8) return launch_w<LS8>(w, xq, M, epi, stream);
+    return launch_w<LS16>(w, xq, M, epi, stream);
 }

@@ -312,6 +312,14 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
     // Many rows (prefill chunks): the shared-memory GEMM (gemm_q4.cu), same bits; it refuses the layouts it
     // does not take (cudaErrorNotSupported) and the kernels here run them.
     const int64_t gemm_blocks = (w->rows / 16 + 7) / 8 * (((int64_t)M + 63) / 64);
+    // Few rows: the GEMM with the K slots in separate blocks of one cluster (same bits) — for 5..16 rows, and
+    // for 33..64 where the plain GEMM's grid would be too small (bench/NOTES.md session 8).
+    const bool split = (M >= WEFT_CU_SPLIT_MIN_ROWS && M <= WEFT_CU_SPLIT_MAX_ROWS) ||
+                       (M > 32 && M <= 64 && gemm_blocks < WEFT_CU_GEMM_MIN_BLOCKS);
+    if (split && epi->gemm == 0 && !epi->no_split) {
+        const cudaError_t e = weft_cu_gemm_q4s(w, xq, M, epi, stream);
+        if (e != cudaErrorNotSupported) return e;
+    }
     if (M >= WEFT_CU_GEMM_MIN_ROWS && gemm_blocks >= WEFT_CU_GEMM_MIN_BLOCKS && epi->gemm >= 0) {
         cudaError_t e = cudaErrorNotSupported;
         if (epi->gemm == 2) e = weft_cu_gemm_q4w(w, xq, M, epi, stream);

@@ -41,20 +41,60 @@ static inline bool weft_pdl_on() {
     return on;
 }
 
+// Whether the device runs thread block clusters (compute capability 9.0+); decided once per process.
+static inline bool weft_cluster_on() {
+    static const bool on = [] {
+        int dev = 0, major = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return false;
+        }
+        return major >= 9;
+    }();
+    return on;
+}
+
+// The current device's SM count (0 if it cannot be read); decided once per process.
+static inline int weft_sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        return v;
+    }();
+    return n;
+}
+
+// weft_pdl_launch with thread block clusters of cluster_x blocks along x (grid.x a multiple of it; 0: none;
+// only where weft_cluster_on()).
 template <typename... KArgs, typename... Args>
-static cudaError_t weft_pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
-                                   cudaStream_t stream, Args &&...args) {
-    cudaLaunchAttribute attr[1];
+static cudaError_t weft_pdl_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                           cudaStream_t stream, int cluster_x, Args &&...args) {
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = weft_pdl_on() ? 1 : 0;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = (unsigned)cluster_x;
+    attr[1].val.clusterDim.y = 1;
+    attr[1].val.clusterDim.z = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = cluster_x > 0 ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... KArgs, typename... Args>
+static cudaError_t weft_pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                   cudaStream_t stream, Args &&...args) {
+    return weft_pdl_launch_cluster(kernel, grid, block, smem, stream, 0, std::forward<Args>(args)...);
 }
 
 #endif
