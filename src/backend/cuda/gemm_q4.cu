@@ -40,14 +40,17 @@ constexpr int NTHR = 256;
 // A block's shape: 8 warps, warp (wm, wn) = (warp % WM, warp / WM) computes tiles TPW·wm .. TPW·wm + TPW − 1
 // against activation rows 4·WQ·wn .. + 4·WQ − 1 (WQ quads); GT = TPW·WM tiles, GR = 4·WQ·WN rows per block.
 // SPLIT: the block takes SPC slots only (below).
-template <int TPW_, int WQ_, int WN_, bool SPLIT_> struct GLay {
-    static constexpr int TPW = TPW_, WQ = WQ_, WM = 8 / WN_, GR = 4 * WQ_ * WN_;
+// BPSM: blocks per SM the registers are bounded for.
+template <int TPW_, int WQ_, int WN_, bool SPLIT_, int BPSM_ = 1> struct GLay {
+    static constexpr int TPW = TPW_, WQ = WQ_, WM = 8 / WN_, GR = 4 * WQ_ * WN_, BPSM = BPSM_;
     static constexpr bool SPLIT = SPLIT_;
     static_assert(TPW_ * (8 / WN_) == GT, "a block holds GT tiles");
 };
-using LWide = GLay<2, 8, 2, false>; // prefill chunks: 128 weight rows x 64 activation rows, every slot
-using LS8 = GLay<1, 2, 1, true>;    // few rows, some slots per block: 128 x 8
-using LS16 = GLay<1, 4, 1, true>;   // 128 x 16
+using LWide = GLay<2, 8, 2, false, 1>; // prefill chunks: 128 weight rows x 64 activation rows, every slot
+using LS8 = GLay<1, 2, 1, true, 2>;    // few rows, some slots per block: 128 x 8
+using LS16 = GLay<1, 4, 1, true, 2>;   // 128 x 16
+using LS8c = GLay<1, 2, 1, true, 3>;   // the same with 3 blocks per SM (clusters of 8: see launch)
+using LS16c = GLay<1, 4, 1, true, 3>;
 
 // The K blocks of the SPC slots r, r + C, r + 2C, ... (C = KW / SPC) that block r of a cluster walks, slot by
 // slot: a cursor (j, k) is K block k of local slot j (slot r + C·j), advanced one step at a time (no division
@@ -153,7 +156,7 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct GLoad {
 // cluster barrier warps w with w % CL == r add the KW slot sums of their outputs in slot order (read through
 // distributed shared memory) and store them — the same additions in the same order, so the same bits.
 template <int MODE, int SDT, int SB, int GPB, class L, int SPC>
-__global__ void __launch_bounds__(NTHR, L::GR <= 16 ? 2 : 1)
+__global__ void __launch_bounds__(NTHR, L::BPSM)
     gemm_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                    weft_cu_epi epi) {
     using St = GStage<MODE, SDT, SB, GPB, L::GR>;
@@ -366,8 +369,11 @@ cudaError_t launch_spc(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
 }
 
 // SPLIT: slots per block — the fewest blocks that still fill the device about once (two blocks per SM), at
-// most 4 slots per block (KW is 4 or 8).
-template <int MODE, int SDT, int SB, int GPB, class L>
+// most 4 slots per block (KW is 4 or 8). One slot per block with KW = 8 (a 4,096-row weight) makes clusters
+// of 8, of which an H200 holds 30 at two blocks per SM — 240 blocks, fewer than the 256 of such a weight — so
+// that case runs the layout bounded for three blocks per SM (LC; a few bytes of spills; measured 20% faster
+// on 4096 x 14336 and 4096 x 4096, slower on larger weights, bench/NOTES.md session 8).
+template <int MODE, int SDT, int SB, int GPB, class L, class LC = L>
 cudaError_t launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                    cudaStream_t st) {
     if constexpr (!L::SPLIT) {
@@ -379,32 +385,33 @@ cudaError_t launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi
         while (spc > 1 && groups * (KW / spc) < fill * 7 / 10) spc /= 2;
         if (spc == 4) return launch_spc<MODE, SDT, SB, GPB, L, 4>(d, xq, M, epi, KW, st);
         if (spc == 2) return launch_spc<MODE, SDT, SB, GPB, L, 2>(d, xq, M, epi, KW, st);
+        if (KW == 8) return launch_spc<MODE, SDT, SB, GPB, LC, 1>(d, xq, M, epi, KW, st);
         return launch_spc<MODE, SDT, SB, GPB, L, 1>(d, xq, M, epi, KW, st);
     }
 }
 
-template <int MODE, int SDT, class L>
+template <int MODE, int SDT, class L, class LC>
 cudaError_t launch_g(const WDev &d, int group, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                      cudaStream_t st) {
     constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2;
     const int sb = d.sb, gpb = 32 * sb / group;
     // Scales copied in pieces of 4, 8 or 16 bytes: GPB·SSZ >= 4 (one 2-byte scale per block is refused).
-    if (sb == 4 && gpb == 4) return launch<MODE, SDT, 4, 4, L>(d, xq, M, epi, KW, st);
-    if (sb == 2 && gpb == 2) return launch<MODE, SDT, 2, 2, L>(d, xq, M, epi, KW, st);
+    if (sb == 4 && gpb == 4) return launch<MODE, SDT, 4, 4, L, LC>(d, xq, M, epi, KW, st);
+    if (sb == 2 && gpb == 2) return launch<MODE, SDT, 2, 2, L, LC>(d, xq, M, epi, KW, st);
     if constexpr (SSZ == 4) {
-        if (sb == 1 && gpb == 1) return launch<MODE, SDT, 1, 1, L>(d, xq, M, epi, KW, st);
+        if (sb == 1 && gpb == 1) return launch<MODE, SDT, 1, 1, L, LC>(d, xq, M, epi, KW, st);
     }
     if constexpr (MODE == WEFT_CU_AFFINE) {
-        if (sb == 4 && gpb == 2) return launch<MODE, SDT, 4, 2, L>(d, xq, M, epi, KW, st);
+        if (sb == 4 && gpb == 2) return launch<MODE, SDT, 4, 2, L, LC>(d, xq, M, epi, KW, st);
         if constexpr (SSZ == 4) {
-            if (sb == 2 && gpb == 1) return launch<MODE, SDT, 2, 1, L>(d, xq, M, epi, KW, st);
-            if (sb == 4 && gpb == 1) return launch<MODE, SDT, 4, 1, L>(d, xq, M, epi, KW, st);
+            if (sb == 2 && gpb == 1) return launch<MODE, SDT, 2, 1, L, LC>(d, xq, M, epi, KW, st);
+            if (sb == 4 && gpb == 1) return launch<MODE, SDT, 4, 1, L, LC>(d, xq, M, epi, KW, st);
         }
     }
     return cudaErrorNotSupported;
 }
 
-template <class L>
+template <class L, class LC = L>
 cudaError_t launch_w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                      cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
@@ -412,14 +419,14 @@ cudaError_t launch_w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const
     const WDev d = wdev(w);
     const int KW = weft_cu_q4_kw(w->rows, w->cols);
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
-        return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16, L>(d, w->group, xq, M, *epi, KW, stream);
+        return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
     if (w->mode == WEFT_CU_AFFINE) {
         if (w->sdt == WEFT_CU_S_F32)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F32, L>(d, w->group, xq, M, *epi, KW, stream);
+            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F32, L, LC>(d, w->group, xq, M, *epi, KW, stream);
         if (w->sdt == WEFT_CU_S_F16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F16, L>(d, w->group, xq, M, *epi, KW, stream);
+            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
         if (w->sdt == WEFT_CU_S_BF16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_BF16, L>(d, w->group, xq, M, *epi, KW, stream);
+            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_BF16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
     }
     return cudaErrorNotSupported;
 }
@@ -438,6 +445,6 @@ extern "C" cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_x
 extern "C" cudaError_t weft_cu_gemm_q4s(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
                                         const weft_cu_epi *epi, cudaStream_t stream) {
     if (M > 0 && !weft_cluster_on()) return cudaErrorNotSupported;
-    if (M <= 8) return launch_w<LS8>(w, xq, M, epi, stream);
-    return launch_w<LS16>(w, xq, M, epi, stream);
+    if (M <= 8) return launch_w<LS8, LS8c>(w, xq, M, epi, stream);
+    return launch_w<LS16, LS16c>(w, xq, M, epi, stream);
 }
