@@ -15,7 +15,8 @@
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
 # stage launched twice (WEFT_CUDA_TIMING_TWICE): the difference is the stage's cost inside the graph; test =
-# tests/gpu's test_cuda_backend (every fixture, the exactness checks). The model: bench/cuda/peer_gguf.py (Llama-3.1-8B shape, Q4_0) at /tmp/m8b.gguf.
+# tests/gpu's test_cuda_backend (every fixture, the exactness checks); split = 4/16/64 streams without the
+# few-row split GEMM (compare with quick); splitncu = profiler sections of the split GEMM at 16 rows. The model: bench/cuda/peer_gguf.py (Llama-3.1-8B shape, Q4_0) at /tmp/m8b.gguf.
 # Logs: $OUT/sbs.log; llama.cpp's build comes back as $OUT/llama.tar.xz.* (15 MB parts) when it was built here.
 set -u
 C=${CARRY:-carry}
