@@ -57,6 +57,10 @@ typedef struct weft_backend_plan {
     int context;            /* positions per stream */
     size_t stream_bytes;    /* state bytes of one stream at `context` */
     size_t available_bytes; /* memory available when planned (after the weights) */
+    /* kind "auto" on a build and machine with a GPU that cannot run this model (an unsupported family, head
+     * size or weight layout: the GPU backend's WEFT_ENOTSUP): its reason; the CPU backend runs the model
+     * instead. Empty otherwise. */
+    char fallback[512];
 } weft_backend_plan;
 
 /* Builds the backend that runs m (the family resolves and checks every tensor here). m must outlive it;
@@ -64,7 +68,9 @@ typedef struct weft_backend_plan {
 weft_status weft_model_backend(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
                                weft_err *err);
 /* Same, also reporting the plan. An explicit max_slots whose streams do not fit is refused with WEFT_ENOMEM
- * stating the numbers. plan may be NULL. */
+ * stating the numbers. plan may be NULL. Kind "auto" picks the GPU backend for llama and qwen3 when a device
+ * is visible and falls back to the CPU when that backend refuses the model as unsupported (plan->fallback
+ * says why); kind "cuda" never falls back. */
 weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
                                     weft_backend_plan *plan, weft_err *err);
 

@@ -124,7 +124,8 @@ int cmd_bench(const cli_options *o) {
     weft_err err = {0};
     weft_backend be = {0};
     weft_backend_opts bo = {o->backend, cli_threads(o), N, chunk > N ? chunk : N, np + ng};
-    weft_status bst = weft_model_backend(m, &bo, &be, &err);
+    weft_backend_plan plan;
+    weft_status bst = weft_model_backend_plan(m, &bo, &be, &plan, &err);
     if (bst) {
         fprintf(stderr, "weft: %s\n", err.msg);
         if (bst == WEFT_ENOMEM) /* the message names serve's flags; bench sizes its streams by these */
@@ -132,6 +133,7 @@ int cmd_bench(const cli_options *o) {
         weft_model_free(m);
         return 2;
     }
+    if (plan.fallback[0]) fprintf(stderr, "weft: --backend auto: %s; running on the CPU\n", plan.fallback);
     /* Greedy unless a sampling flag asks otherwise (generation_config is not applied: runs compare). */
     weft_sampling s;
     weft_sampling_defaults(&s);

@@ -233,11 +233,13 @@ int cmd_run(const cli_options *o) {
     int rows = o->chunk > 0 ? o->chunk : 256; /* prefill rows per forward, at most the context */
     if (rows > ctx) rows = ctx;
     weft_backend_opts bo = {o->backend, cli_threads(o), 1, rows, ctx};
-    if (weft_model_backend(m, &bo, &be, &err)) {
+    weft_backend_plan plan;
+    if (weft_model_backend_plan(m, &bo, &be, &plan, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);
         rc = 2;
         goto out;
     }
+    if (plan.fallback[0]) fprintf(stderr, "weft: --backend auto: %s; running on the CPU\n", plan.fallback);
     weft_engine_config ec = {.parallel = 1,
                              .capacity = ctx,
                              .eos_ids = m->cfg.eos_token_ids,

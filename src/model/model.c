@@ -187,8 +187,21 @@ weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts
         int ctx = opts->max_context > 0 ? opts->max_context : weft_model_context(m);
         int slots = opts->max_slots > 0 ? opts->max_slots : 1;
         weft_cuda_backend_opts co = {0, slots, opts->max_rows > 0 ? opts->max_rows : 256, ctx, 0, false};
-        if (plan) *plan = (weft_backend_plan){slots, ctx, 0, 0};
-        return weft_cuda_backend_new(&m->cfg, m->tensors, &co, out, err);
+        if (plan) *plan = (weft_backend_plan){slots, ctx, 0, 0, ""};
+        const weft_status st = weft_cuda_backend_new(&m->cfg, m->tensors, &co, out, err);
+        if (st != WEFT_ENOTSUP || !want_auto) return st;
+        /* auto: a model the GPU backend does not take runs on the CPU, saying why */
+        weft_backend_plan cpu_plan;
+        char why[sizeof cpu_plan.fallback];
+        snprintf(why, sizeof why, "%s", err->msg);
+        const weft_backend_opts cpu_opts = {"cpu", opts->threads, opts->max_slots, opts->max_rows,
+                                            opts->max_context};
+        const weft_status cst = weft_model_backend_plan(m, &cpu_opts, out, &cpu_plan, err);
+        if (cst == WEFT_OK && plan) {
+            *plan = cpu_plan;
+            snprintf(plan->fallback, sizeof plan->fallback, "%s", why);
+        }
+        return cst;
     }
 #endif
     if (opts->kind && strcmp(opts->kind, "cpu") && strcmp(opts->kind, "auto"))
@@ -221,7 +234,7 @@ weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts
             slots, ctx, (double)per * slots / 1048576.0, (double)per / 1048576.0, (double)budget / 1048576.0,
             (double)avail / 1048576.0);
     }
-    if (plan) *plan = (weft_backend_plan){slots, ctx, per, avail};
+    if (plan) *plan = (weft_backend_plan){slots, ctx, per, avail, ""};
     int threads = opts->threads;
     if (threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

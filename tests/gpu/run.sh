@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU checks, one command on the GPU machine (issue E1). Run from the repository root:
-#   tests/gpu/run.sh [BIN_DIR]      (BIN_DIR: where test_cuda_backend and bench_cuda_* are; default carry/)
+#   tests/gpu/run.sh [BIN_DIR]      (BIN_DIR: where test_cuda_backend, bench_cuda_* and weft are; default carry/)
 # Stages, each under its own time limit (the machine's calls are limited to 10 minutes): the fixtures and
 # exactness checks through the backend vtable, the kernel harnesses (correctness, row invariance, timing), and
 # the end-to-end model benchmark at the Llama-3.1-8B shape (WEFT_GPU_BENCH="q4_0 mlx4 f16" by default, plus
@@ -33,6 +33,11 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,driver
 cat "$LOG/gpu.txt"
 
 stage fixtures 150 "$BIN/test_cuda_backend"
+# --backend auto on a model the GPU backend refuses (stories260K: head size 8) runs it on the CPU and says so
+if [ -x "$BIN/weft" ]; then
+    stage auto_fallback 60 bash -c "o=\$('$BIN/weft' run tests/data/stories260K/stories260K.gguf --backend auto \
+        --tokens 1,403 --max-tokens 8 --temperature 0 2>&1); echo \"\$o\"; grep -q 'running on the CPU' <<<\"\$o\""
+fi
 stage kernels_ops 40 "$BIN/bench_cuda_ops"
 if [ -n "${WEFT_GPU_ATTN-1}" ]; then stage kernels_attention 60 "$BIN/bench_cuda_attention"; fi
 stage kernels_matmul 240 "$BIN/bench_cuda_matmul"
