@@ -431,8 +431,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         CK(cudaGetLastError());
         printf("\n    back to back (graph-like, cold): M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s "
                "(without the shared row %.4f ms %5.0f GB/s) | M=16 %.4f ms (no split %.4f) | M=64 %.4f ms "
-               "(no split "
-               "%.4f)",
+               "(no split %.4f)",
                so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sx1, W.w.bytes / sx1 / 1e6, sn16, sk16,
                sn64, sk64);
         printf("\n    M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s (hot %.4f ms %5.0f GB/s) | prep "
@@ -502,6 +501,10 @@ int main(int argc, char **argv) {
         if (192 % L.group == 0) check_q4x(L, 64, 192, false);
         if (L.group == 32) check_q4x(L, 48, 96, false);
         if (L.group <= 64) check_q4x(L, 128, 64, false); // the fixtures' FFN shape
+        // uneven K slots (more K blocks than warps per tile, not a multiple: some slots hold one block more),
+        // as Qwen3-4B's K = 2560 / 9728 give: 12 blocks over 8 slots, 5 blocks of 2 sub-blocks over 4
+        check_q4x(L, 1024, 1536, false);
+        if (320 % L.group == 0) check_q4x(L, 64, 320, false);
     }
     // decode-path timings first (the numbers this session is about): the 8B shapes, fused Q|K|V and gate|up
     for (const Layout &L : kLayouts) {

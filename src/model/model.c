@@ -188,18 +188,26 @@ weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts
         int slots = opts->max_slots > 0 ? opts->max_slots : 1;
         weft_cuda_backend_opts co = {0, slots, opts->max_rows > 0 ? opts->max_rows : 256, ctx, 0, false};
         if (plan) *plan = (weft_backend_plan){slots, ctx, 0, 0, ""};
-        const weft_status st = weft_cuda_backend_new(&m->cfg, m->tensors, &co, out, err);
-        if (st != WEFT_ENOTSUP || !want_auto) return st;
+        weft_err cerr = {0}; /* the GPU's answer, kept for the fallback note */
+        const weft_status st = weft_cuda_backend_new(&m->cfg, m->tensors, &co, out, &cerr);
+        if (st != WEFT_ENOTSUP || !want_auto) {
+            if (st && err) *err = cerr;
+            return st;
+        }
         /* auto: a model the GPU backend does not take runs on the CPU, saying why */
+        weft_backend_opts cpu_opts = *opts;
+        cpu_opts.kind = "cpu";
         weft_backend_plan cpu_plan;
-        char why[sizeof cpu_plan.fallback];
-        snprintf(why, sizeof why, "%s", err->msg);
-        const weft_backend_opts cpu_opts = {"cpu", opts->threads, opts->max_slots, opts->max_rows,
-                                            opts->max_context};
         const weft_status cst = weft_model_backend_plan(m, &cpu_opts, out, &cpu_plan, err);
-        if (cst == WEFT_OK && plan) {
+        if (cst) {
+            if (err) /* both backends refused: say both */
+                snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+                         " (the GPU backend refused the model too: %.200s)", cerr.msg);
+            return cst;
+        }
+        if (plan) {
             *plan = cpu_plan;
-            snprintf(plan->fallback, sizeof plan->fallback, "%s", why);
+            snprintf(plan->fallback, sizeof plan->fallback, "%s", cerr.msg);
         }
         return cst;
     }

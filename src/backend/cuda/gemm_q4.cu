@@ -35,16 +35,15 @@ namespace cg = cooperative_groups;
 
 constexpr int GT = 8;  // weight tiles (16 rows) per block
 constexpr int NST = 3; // K blocks of copies in flight
-constexpr int NTHR = 256;
 
-// A block's shape: 8 warps, warp (wm, wn) = (warp % WM, warp / WM) computes tiles TPW·wm .. TPW·wm + TPW − 1
-// against activation rows 4·WQ·wn .. + 4·WQ − 1 (WQ quads); GT = TPW·WM tiles, GR = 4·WQ·WN rows per block.
-// SPLIT: the block takes SPC slots only (below).
-// BPSM: blocks per SM the registers are bounded for.
-template <int TPW_, int WQ_, int WN_, bool SPLIT_, int BPSM_ = 1> struct GLay {
-    static constexpr int TPW = TPW_, WQ = WQ_, WM = 8 / WN_, GR = 4 * WQ_ * WN_, BPSM = BPSM_;
+// A block's shape: NT / 32 warps, warp (wm, wn) = (warp % WM, warp / WM) computes tiles TPW·wm .. TPW·wm +
+// TPW − 1 against activation rows 4·WQ·wn .. + 4·WQ − 1 (WQ quads); GT = TPW·WM tiles, GR = 4·WQ·WN rows per
+// block. SPLIT: the block takes SPC slots only (below). BPSM: blocks per SM the registers are bounded for.
+template <int TPW_, int WQ_, int WN_, bool SPLIT_, int BPSM_ = 1, int NT_ = 256> struct GLay {
+    static constexpr int NT = NT_, NW = NT_ / 32, TPW = TPW_, WQ = WQ_, WM = NT_ / 32 / WN_,
+                         GR = 4 * WQ_ * WN_, BPSM = BPSM_;
     static constexpr bool SPLIT = SPLIT_;
-    static_assert(TPW_ * (8 / WN_) == GT, "a block holds GT tiles");
+    static_assert(TPW_ * (NT_ / 32 / WN_) == GT, "a block holds GT tiles");
 };
 using LWide = GLay<2, 8, 2, false, 1>; // prefill chunks: 128 weight rows x 64 activation rows, every slot
 using LS8 = GLay<1, 2, 1, true, 2>;    // few rows, some slots per block: 128 x 8
@@ -91,17 +90,18 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct alignas(16) GStage 
 // ..., the 32-element sums of row tid (AFFINE), the scales (biases) of weight row tid % 128. The weight part
 // (load_w: data no kernel writes) may be issued before weft_pdl_enter, the activation part (load_x) only
 // after.
-template <int MODE, int SDT, int SB, int GPB, int GR> struct GLoad {
+template <int MODE, int SDT, int SB, int GPB, int GR, int NT> struct GLoad {
     using St = GStage<MODE, SDT, SB, GPB, GR>;
-    static constexpr int CPT = 16 * SB, TPI = NTHR / CPT; // chunks per tile, tiles per pass
-    static constexpr int CPR = 8 * SB, RPI = NTHR / CPR;  // chunks per activation row, rows per pass
-    static constexpr int NPA = (GT + TPI - 1) / TPI, NPX = (GR + RPI - 1) / RPI; // passes
+    static constexpr int CPT = 16 * SB, TPI = NT / CPT; // chunks per tile, tiles per pass
+    static constexpr int CPR = 8 * SB, RPI = NT / CPR;  // chunks per activation row, rows per pass
+    static constexpr int NSC = GT * 16 * (MODE == WEFT_CU_AFFINE ? 2 : 1); // scale (bias) rows
+    static constexpr int NPA = (GT + TPI - 1) / TPI, NPX = (GR + RPI - 1) / RPI, NPS = (NSC + NT - 1) / NT;
     const uint32_t *a[NPA], *x; // each weight pass's source at K block 0; the first activation pass's
     const float *xs;
-    const char *sc;
-    int t0, oa, r0, ox, sr;
+    const char *sc[NPS];
+    int t0, oa, r0, ox;
     int nrx, x_step; // activation passes whose row exists; words between passes
-    bool a_ok[NPA], sc_ok, xs_ok;
+    bool a_ok[NPA], sc_ok[NPS], xs_ok;
 
     __device__ __forceinline__ GLoad(const WDev &w, const uint32_t *XF, const float *XS, int M, int64_t tile0,
                                      int64_t ntiles, int row0, int nblk, int tid) {
@@ -120,10 +120,13 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct GLoad {
         x_step = RPI * (int)nsub * 32;
         xs_ok = tid < GR && row0 + tid < M;
         xs = XS + (int64_t)(xs_ok ? row0 + tid : 0) * nsub;
-        sr = tid % (GT * 16);
-        sc_ok = tid < GT * 16 * (MODE == WEFT_CU_AFFINE ? 2 : 1) && tile0 + sr / 16 < ntiles;
-        const char *base = static_cast<const char *>(tid >= GT * 16 ? w.b : w.s);
-        sc = base + (sc_ok ? (tile0 * 16 + sr) * ng : 0) * St::SSZ;
+#pragma unroll
+        for (int k = 0; k < NPS; k++) { // copy tid + k·NT: the scales of weight row i % 128, biases from 128
+            const int i = tid + k * NT, sr = i % (GT * 16);
+            sc_ok[k] = i < NSC && tile0 + sr / 16 < ntiles;
+            const char *base = static_cast<const char *>(i >= GT * 16 ? w.b : w.s);
+            sc[k] = base + (sc_ok[k] ? (tile0 * 16 + sr) * ng : 0) * St::SSZ;
+        }
     }
 
     __device__ __forceinline__ void load_w(St &S, int kb, int tid) const {
@@ -132,9 +135,13 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct GLoad {
         for (int k = 0; k < NPA; k++)
             if (t0 + k * TPI < GT)
                 cp_async<16>(&S.a[t0 + k * TPI][4 * oa], a[k] + (a_ok[k] ? off : 0), a_ok[k]);
-        if (tid < GT * 16 * (MODE == WEFT_CU_AFFINE ? 2 : 1))
-            cp_async<St::SBYTES>(tid >= GT * 16 ? &S.b[sr][0] : &S.s[sr][0],
-                                 sc + (sc_ok ? kb * GPB * St::SSZ : 0), sc_ok);
+#pragma unroll
+        for (int k = 0; k < NPS; k++) {
+            const int i = tid + k * NT, sr = i % (GT * 16);
+            if (i < NSC)
+                cp_async<St::SBYTES>(i >= GT * 16 ? &S.b[sr][0] : &S.s[sr][0],
+                                     sc[k] + (sc_ok[k] ? kb * GPB * St::SSZ : 0), sc_ok[k]);
+        }
     }
     __device__ __forceinline__ void load_x(St &S, int kb, int tid) const {
         const int off = kb * SB * 32;
@@ -147,8 +154,8 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct GLoad {
     }
 };
 
-// Grid: (ceil(tiles / 8) [x CL with SPLIT], ceil(M / GR)); 256 threads. Lane (g = lane / 4, t = lane % 4) of
-// warp (wm, wn), as in mma_q4x.cu per tile and quad: B column g = activation row 4q + g/2, part g % 2; C:
+// Grid: (ceil(tiles / 8) [x CL with SPLIT], ceil(M / GR)); L::NT threads. Lane (g = lane / 4, t = lane % 4)
+// of warp (wm, wn), as in mma_q4x.cu per tile and quad: B column g = activation row 4q + g/2, part g % 2; C:
 // tile rows g, g + 8 for activation row 4q + t.
 // SPLIT (few rows, where GT-tile blocks alone would leave most SMs idle): the CL = KW / SPC blocks of one
 // block's outputs form a thread block cluster; block r = blockIdx.x % CL takes the slots r, r + CL, ... (each
@@ -156,7 +163,7 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct GLoad {
 // cluster barrier warps w with w % CL == r add the KW slot sums of their outputs in slot order (read through
 // distributed shared memory) and store them — the same additions in the same order, so the same bits.
 template <int MODE, int SDT, int SB, int GPB, class L, int SPC>
-__global__ void __launch_bounds__(NTHR, L::BPSM)
+__global__ void __launch_bounds__(L::NT, L::BPSM)
     gemm_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                    weft_cu_epi epi) {
     using St = GStage<MODE, SDT, SB, GPB, L::GR>;
@@ -180,7 +187,7 @@ __global__ void __launch_bounds__(NTHR, L::BPSM)
     // SPLIT: [SPC][warp][m][q][h][lane], each local slot's sums, after the stages
     float *part = reinterpret_cast<float *>(smem + sizeof(St) * NST);
     auto pidx = [&](int j, int wp, int m, int q, int h) {
-        return ((((j * 8 + wp) * TPW + m) * WQ + q) * 2 + h) * 32 + lane;
+        return ((((j * L::NW + wp) * TPW + m) * WQ + q) * 2 + h) * 32 + lane;
     };
 
     float acc[TPW][WQ][2], tot[TPW][WQ][2], C[TPW][WQ][4], sxg[WQ];
@@ -196,7 +203,7 @@ __global__ void __launch_bounds__(NTHR, L::BPSM)
 #pragma unroll
     for (int q = 0; q < WQ; q++) sxg[q] = 0.0f;
 
-    const GLoad<MODE, SDT, SB, GPB, L::GR> ld(w, XF, XS, M, tile0, ntiles, row0, nblk, tid);
+    const GLoad<MODE, SDT, SB, GPB, L::GR, L::NT> ld(w, XF, XS, M, tile0, ntiles, row0, nblk, tid);
     // the first stages' weights travel while the previous kernel finishes (pdl.cuh); they join the first
     // commit group with the first activations
     int kb0[NST - 1];
@@ -332,6 +339,8 @@ __global__ void __launch_bounds__(NTHR, L::BPSM)
             }
         }
         cl.sync(); // no block leaves while another may still read its sums
+#else
+        __trap(); // unreachable: the host launches the split layouts only where clusters exist
 #endif
     } else {
         // slots without blocks (K shorter than KW blocks) add their zero sums, as mma_q4x.cu's idle warps do
@@ -358,13 +367,13 @@ template <int MODE, int SDT, int SB, int GPB, class L, int SPC>
 cudaError_t launch_spc(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                        cudaStream_t st) {
     auto kernel = gemm_q4_kernel<MODE, SDT, SB, GPB, L, SPC>;
-    const size_t part = L::SPLIT ? sizeof(float) * SPC * 8 * L::TPW * L::WQ * 2 * 32 : 0;
+    const size_t part = L::SPLIT ? sizeof(float) * SPC * L::NW * L::TPW * L::WQ * 2 * 32 : 0;
     const size_t smem = sizeof(GStage<MODE, SDT, SB, GPB, L::GR>) * NST + part;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const int64_t ntiles = d.rows / 16, C = L::SPLIT ? KW / SPC : 1;
     const dim3 grid((unsigned)((ntiles + GT - 1) / GT * C), (unsigned)((M + L::GR - 1) / L::GR));
-    return weft_pdl_launch_cluster(kernel, grid, dim3(NTHR), smem, st, L::SPLIT ? (int)C : 0, d,
+    return weft_pdl_launch_cluster(kernel, grid, dim3(L::NT), smem, st, L::SPLIT ? (int)C : 0, d,
                                    (const uint32_t *)xq->f, (const float *)xq->s, M, KW, epi);
 }
 
