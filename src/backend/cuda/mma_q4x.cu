@@ -316,7 +316,7 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
     // for 33..64 where the plain GEMM's grid would be too small (bench/NOTES.md session 8).
     const bool split = (M >= WEFT_CU_SPLIT_MIN_ROWS && M <= WEFT_CU_SPLIT_MAX_ROWS) ||
                        (M > 32 && M <= 64 && gemm_blocks < WEFT_CU_GEMM_MIN_BLOCKS);
-    if (split && epi->gemm == 0 && !epi->no_split) {
+    if (split && epi->gemm == 0 && !epi->no_split && !epi->quads4) {
         const cudaError_t e = weft_cu_gemm_q4s(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
