@@ -25,47 +25,35 @@ static __device__ __forceinline__ void weft_pdl_enter() {
 // which is most of a small matmul's time at batch 1 (one DRAM round trip per kernel otherwise sits between
 // every pair of kernels). Nothing is stored before weft_pdl_enter.
 
+// An attribute of the current device, 0 when it cannot be read (the error is cleared).
+static inline int weft_device_attr(cudaDeviceAttr a) {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return v;
+}
+
 // Whether launches use PDL: Hopper or newer (the current device at the first launch) and WEFT_CUDA_NO_PDL
 // unset; decided once per process (a constant after that).
 static inline bool weft_pdl_on() {
     static const bool on = [] {
         const char *e = getenv("WEFT_CUDA_NO_PDL");
-        int dev = 0, major = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return false;
-        }
-        return !(e && *e) && major >= 9;
+        return !(e && *e) && weft_device_attr(cudaDevAttrComputeCapabilityMajor) >= 9;
     }();
     return on;
 }
 
 // Whether the device runs thread block clusters (compute capability 9.0+); decided once per process.
 static inline bool weft_cluster_on() {
-    static const bool on = [] {
-        int dev = 0, major = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return false;
-        }
-        return major >= 9;
-    }();
+    static const bool on = weft_device_attr(cudaDevAttrComputeCapabilityMajor) >= 9;
     return on;
 }
 
 // The current device's SM count (0 if it cannot be read); decided once per process.
 static inline int weft_sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        return v;
-    }();
+    static const int n = weft_device_attr(cudaDevAttrMultiProcessorCount);
     return n;
 }
 
