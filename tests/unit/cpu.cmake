@@ -8,3 +8,5 @@ target_link_libraries(bench_cpu_kernels PRIVATE weft_kernels weft_format weft_ut
 
 # The proposed int8-limb definition of the CUDA 4-bit arithmetic (src/backend/cuda/i8limb.h) on the CPU.
 weft_add_test(test_i8limb SOURCES test_i8limb.c LIBS m)
+# The K-block walks of the CUDA 4-bit matmuls (src/backend/cuda/slot_walk.h) against their definition.
+weft_add_test(test_slot_walk SOURCES test_slot_walk.c)

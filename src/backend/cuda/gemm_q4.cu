@@ -26,6 +26,7 @@
 #include "pdl.cuh"
 #include "q4_mma.cuh"
 #include "cp_async.cuh"
+#include "slot_walk.h"
 
 #include <cooperative_groups.h>
 
@@ -50,24 +51,6 @@ using LS8 = GLay<1, 2, 1, true, 2>;    // few rows, some slots per block: 128 x 
 using LS16 = GLay<1, 4, 1, true, 2>;   // 128 x 16
 using LS8c = GLay<1, 2, 1, true, 3>;   // the same with 3 blocks per SM (clusters of 8: see launch)
 using LS16c = GLay<1, 4, 1, true, 3>;
-
-// The K blocks of the SPC slots r, r + C, r + 2C, ... (C = KW / SPC) that block r of a cluster walks, slot by
-// slot: a cursor (j, k) is K block k of local slot j (slot r + C·j), advanced one step at a time (no division
-// on the way). Slot s holds nblk / KW + 1 blocks for s < nblk % KW, else nblk / KW (q4_slot_block's split).
-struct SplitWalk {
-    int r, C, KW, nq, A, n;
-    __device__ __forceinline__ SplitWalk(int r_, int C_, int KW_, int nblk, int SPC) : r(r_), C(C_), KW(KW_) {
-        const int nr = nblk % KW;
-        nq = nblk / KW;
-        A = nr > r ? min((nr - r + C - 1) / C, SPC) : 0; // local slots of nq + 1 blocks (they come first)
-        n = A * (nq + 1) + (SPC - A) * nq;
-    }
-    __device__ __forceinline__ int len(int j) const { return j < A ? nq + 1 : nq; }
-    __device__ __forceinline__ int kb(int j, int k) const { return r + C * j + k * KW; }
-    __device__ __forceinline__ void next(int &j, int &k) const {
-        if (++k == len(j)) j++, k = 0;
-    }
-};
 
 // One pipeline stage: K block kb of the block's GT tiles and GR activation rows.
 template <int MODE, int SDT, int SB, int GPB, int GR> struct alignas(16) GStage {
@@ -176,12 +159,12 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
     const int64_t ntiles = w.rows / 16, tile0 = (int64_t)(blockIdx.x / CL) * GT;
     const int row0 = blockIdx.y * L::GR, nblk = (int)(w.cols / (32 * SB));
     // the slots this block walks: SPC of them (SPLIT), or all KW in order
-    const SplitWalk sw(rank, CL, KW, nblk, L::SPLIT ? SPC : KW);
+    const weft_slot_walk sw = weft_slot_walk_make(rank, CL, KW, nblk, L::SPLIT ? SPC : KW);
     const int nmine = sw.n;
     int lj = 0, lk = 0, cj = 0, ck = 0; // the cursors of the next K block to load and to compute
     auto load_kb = [&]() {
-        const int kb = sw.kb(lj, lk);
-        sw.next(lj, lk);
+        const int kb = weft_slot_walk_kb(&sw, lj, lk);
+        weft_slot_walk_next(&sw, &lj, &lk);
         return kb;
     };
     // SPLIT: [SPC][warp][m][q][h][lane], each local slot's sums, after the stages
@@ -231,8 +214,8 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
             }
             cp_commit();
             const int jslot = cj; // the local slot of block i
-            const bool slot_end = ck == sw.len(cj) - 1;
-            sw.next(cj, ck);
+            const bool slot_end = ck == weft_slot_walk_len(&sw, cj) - 1;
+            weft_slot_walk_next(&sw, &cj, &ck);
             const St &S = stage[i % NST];
             // Scale groups two at a time (the compiler hoists a step's activation loads: all of a block's
             // groups at once would run out of registers; two at once measured 3-4% faster than one), each
@@ -311,7 +294,7 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         // slots without blocks (K shorter than KW blocks) have zero sums, as mma_q4x.cu's idle warps
         for (int j = 0; j < SPC; j++)
-            if (sw.len(j) == 0)
+            if (weft_slot_walk_len(&sw, j) == 0)
 #pragma unroll
                 for (int m = 0; m < TPW; m++)
 #pragma unroll

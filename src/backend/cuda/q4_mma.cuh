@@ -7,6 +7,7 @@
 
 #include "cuda_decode.cuh"
 #include "cp_async.cuh"
+#include "slot_walk.h"
 
 #include <string.h>
 
@@ -92,20 +93,9 @@ __device__ __forceinline__ float q4_affine_b(float s, float b) {
     return fmaf(8.0f, s, b);
 }
 
-// The i-th K block (of nblk) in slot order — slot w = the blocks w, w + KW, w + 2·KW, ... ascending, slots in
-// order (mma_q4.cu's header) — for kernels that walk the slots in turn; slot_end: the last block of its slot.
-// Slots s < nblk % KW hold nblk / KW + 1 blocks, the others nblk / KW.
+// The i-th K block (of nblk) in slot order (slot_walk.h's weft_slot_block); slot_end: the last of its slot.
 __device__ __forceinline__ int q4_slot_block(int i, int nblk, int KW, bool &slot_end) {
-    const int nq = nblk / KW, nr = nblk % KW;
-    int s, k, len;
-    if (i < nr * (nq + 1)) {
-        s = i / (nq + 1), k = i % (nq + 1), len = nq + 1;
-    } else {
-        const int j = i - nr * (nq + 1);
-        s = nr + j / nq, k = j % nq, len = nq;
-    }
-    slot_end = k == len - 1;
-    return s + k * KW;
+    return weft_slot_block(i, nblk, KW, &slot_end);
 }
 
 // Host: the arguments every WEFT_CU_Q4F product on prepared activations needs (cuda_kernels.h): a Q4F weight
