@@ -44,7 +44,7 @@ weft_status weft_model_load_gguf_memory(const char *name, const void *data, size
 void weft_model_free(weft_model *m);
 
 typedef struct weft_backend_opts {
-    const char *kind; /* "cpu" (default), "cuda", "auto" */
+    const char *kind; /* "cpu", "cuda" or "auto" (NULL: "auto"; without a GPU build or device, the CPU) */
     int threads;      /* CPU threads (0 = all cores) */
     int max_slots;    /* streams open at once; 0 = auto: as many streams at max_context as fit (1..64) */
     int max_rows;     /* row budget of a forward */
