@@ -2,12 +2,16 @@
 # Copy of ../shared/tools/peer_gguf.py (the generator of the SPEC §7 anchor model), kept here because ../shared does
 # not travel to the GPU machine. Runs there (torch on the GPU).
 """Write a random-weight llama-architecture GGUF (Q4_0 2-D weights, F32 norms) at a real model's shape, with a
-real Llama-3 BPE vocabulary, for timing peers. usage: peer_gguf.py OUT.gguf TOKENIZER.json [shape]"""
+real Llama-3 BPE vocabulary, for timing peers. usage: peer_gguf.py OUT.gguf TOKENIZER.json [shape] [q4_0|f16]
+(f16: the same random weights before quantization, stored as F16 — for the F16 side by side)"""
 import json, struct, sys, time
 import numpy as np, torch
 
 out, tokjs = sys.argv[1], sys.argv[2]
 shape = sys.argv[3] if len(sys.argv) > 3 else "llama3-8b"
+wtype = sys.argv[4] if len(sys.argv) > 4 else "q4_0"
+assert wtype in ("q4_0", "f16"), wtype
+WT = 2 if wtype == "q4_0" else 1  # ggml type of the 2-D weights: Q4_0 or F16
 S = {"llama3-8b": dict(H=4096, L=32, nh=32, nkv=8, F=14336, V=128256, theta=500000.0),
      "dense-32b": dict(H=5120, L=64, nh=40, nkv=8, F=25600, V=128256, theta=1000000.0)}[shape]
 dev = "cuda"
@@ -41,16 +45,16 @@ for i in range(S["V"]):
 
 H, L, nh, nkv, F, V = S["H"], S["L"], S["nh"], S["nkv"], S["F"], S["V"]
 hd = H // nh
-tensors = [("token_embd.weight", (V, H), 2), ("output_norm.weight", (H,), 0), ("output.weight", (V, H), 2)]
+tensors = [("token_embd.weight", (V, H), WT), ("output_norm.weight", (H,), 0), ("output.weight", (V, H), WT)]
 for l in range(L):
     p = f"blk.{l}."
-    tensors += [(p + "attn_norm.weight", (H,), 0), (p + "attn_q.weight", (nh * hd, H), 2), (p + "attn_k.weight", (nkv * hd, H), 2),
-                (p + "attn_v.weight", (nkv * hd, H), 2), (p + "attn_output.weight", (H, nh * hd), 2),
-                (p + "ffn_norm.weight", (H,), 0), (p + "ffn_gate.weight", (F, H), 2), (p + "ffn_up.weight", (F, H), 2),
-                (p + "ffn_down.weight", (H, F), 2)]
+    tensors += [(p + "attn_norm.weight", (H,), 0), (p + "attn_q.weight", (nh * hd, H), WT), (p + "attn_k.weight", (nkv * hd, H), WT),
+                (p + "attn_v.weight", (nkv * hd, H), WT), (p + "attn_output.weight", (H, nh * hd), WT),
+                (p + "ffn_norm.weight", (H,), 0), (p + "ffn_gate.weight", (F, H), WT), (p + "ffn_up.weight", (F, H), WT),
+                (p + "ffn_down.weight", (H, F), WT)]
 b = bytearray(b"GGUF") + struct.pack("<I", 3) + struct.pack("<Q", len(tensors))
 meta = [("general.architecture", "string", "llama"), ("general.alignment", "uint32", 32), ("general.name", "string", shape + "-random"),
-        ("general.file_type", "uint32", 2), ("llama.context_length", "uint32", 131072), ("llama.embedding_length", "uint32", H),
+        ("general.file_type", "uint32", 2 if WT == 2 else 1), ("llama.context_length", "uint32", 131072), ("llama.embedding_length", "uint32", H),
         ("llama.block_count", "uint32", L), ("llama.feed_forward_length", "uint32", F), ("llama.rope.dimension_count", "uint32", hd),
         ("llama.attention.head_count", "uint32", nh), ("llama.attention.head_count_kv", "uint32", nkv),
         ("llama.attention.layer_norm_rms_epsilon", "float32", 1e-5), ("llama.rope.freq_base", "float32", S["theta"]),
@@ -62,7 +66,7 @@ b += struct.pack("<Q", len(meta))
 for k, t, v in meta: kv(b, k, t, v)
 off = 0; sizes = []
 for name, shp, typ in tensors:
-    n = int(np.prod(shp)); sz = n * 4 if typ == 0 else n // 32 * 18
+    n = int(np.prod(shp)); sz = n * 4 if typ == 0 else n * 2 if typ == 1 else n // 32 * 18
     s(b, name); b += struct.pack("<I", len(shp)) + b"".join(struct.pack("<Q", x) for x in reversed(shp))
     b += struct.pack("<I", typ) + struct.pack("<Q", off); sizes.append(sz); off += sz + ((-sz) % 32)
 b += b"\0" * ((-len(b)) % 32)
@@ -74,6 +78,8 @@ with open(out, "wb") as f:
         n = int(np.prod(shp))
         if typ == 0:
             data = (1 + 0.1 * torch.randn(n, generator=g, device=dev)).float().cpu().numpy().astype("<f4").tobytes()
+        elif typ == 1:  # the same draws as the Q4_0 file's weights, unquantized
+            data = (0.02 * torch.randn(n, generator=g, device=dev)).half().cpu().numpy().astype("<f2").tobytes()
         else:
             w = (0.02 * torch.randn(n, generator=g, device=dev)).view(-1, 32)
             idx = w.abs().argmax(1); mx = w.gather(1, idx[:, None])[:, 0]

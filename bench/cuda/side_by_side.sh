@@ -16,7 +16,8 @@
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
 # stage launched twice (WEFT_CUDA_TIMING_TWICE): the difference is the stage's cost inside the graph; test =
 # tests/gpu's test_cuda_backend (every fixture, the exactness checks); split = 4/16/64 streams without the
-# few-row split GEMM (compare with quick); splitncu = profiler sections of the split GEMM at 16 rows. The model: bench/cuda/peer_gguf.py (Llama-3.1-8B shape, Q4_0) at /tmp/m8b.gguf.
+# few-row split GEMM (compare with quick); splitncu = profiler sections of the split GEMM at 16 rows; f16 = weft
+# (and llama.cpp, with lcpp) on an F16 file of the same weights (peer_gguf.py ... f16; not yet run). The model: bench/cuda/peer_gguf.py (Llama-3.1-8B shape, Q4_0) at /tmp/m8b.gguf.
 # Logs: $OUT/sbs.log; llama.cpp's build comes back as $OUT/llama.tar.xz.* (15 MB parts) when it was built here.
 set -u
 C=${CARRY:-carry}
@@ -161,6 +162,15 @@ if has weft; then
     run weft_s64 120 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 64 --chunk 512
 fi
 
+MF=/tmp/m8b-f16.gguf # part f16: the same random weights as $M before quantization, stored as F16 (16 GB)
+if has f16; then
+    [ -f /tmp/tok128k.json ] || xz -dc "$C/tok128k.json.xz" >/tmp/tok128k.json
+    [ -f $MF ] || run make_gguf_f16 300 python3 bench/cuda/peer_gguf.py $MF /tmp/tok128k.json llama3-8b f16
+    WF="taskset -c 0-2 /tmp/w/weft bench $MF --backend cuda"
+    run weft_f16_pp512_tg128_s16 150 $WF --prompt-len 512 --gen-len 128 --repeat 2 --streams 16 --chunk 512
+    run weft_f16_pp2048 60 $WF --prompt-len 2048 --gen-len 2 --repeat 2 --chunk 512
+fi
+
 if has http; then # 16 streams of 9,216 positions (fp32 KV: 2.4 GB each)
     taskset -c 0-3 /tmp/w/weft serve $M --backend cuda --port 8090 --parallel 16 --context 9216 \
         --metrics-open >"$LOG/serve.log" 2>&1 &
@@ -223,6 +233,11 @@ if has lcpp; then
         run lcpp_bench 200 $B/llama-bench -m $M -fa 1 -p 512,2048,8192 -n 128 -r 3 -o md
         run lcpp_bench_d512 60 $B/llama-bench -m $M -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
         run lcpp_bench_32k 120 $B/llama-bench -m $M -fa 1 -p 32768 -n 0 -r 1 -o md
+        if has f16; then
+            run lcpp_f16_bench 200 $B/llama-bench -m $MF -fa 1 -p 512,2048 -n 128 -r 3 -o md
+            run lcpp_f16_batched 120 $B/llama-batched-bench -m $MF -c 12000 -b 2048 -ub 512 -npp 512 -ntg 128 \
+                -npl 1,16 -fa on
+        fi
         run lcpp_batched 200 $B/llama-batched-bench -m $M -c 42000 -b 2048 -ub 512 -npp 512 -ntg 128 \
             -npl 1,4,16,64 -fa on
         [ -f "$C/llama.tar.xz" ] || [ -z "${OUT-}" ] ||
