@@ -16,12 +16,12 @@
 // 16 mma and each activation fragment 4. mma_q4x.cu's many-row kernel instead re-reads the activations from
 // L2 for every 16-row tile and decodes each weight once per 32 rows.
 //
-// Few rows (weft_cu_gemm_q4s, 2..64 activation rows: decode rounds of several streams): blocks of 128 weight
-// rows x 8 or 16 activation rows (one tile and all quads per warp), and since 128-row blocks alone would
-// leave most SMs idle on a 4096-row weight, the slots of one block's outputs are spread over the blocks of a
-// thread block cluster, which add the slot sums in slot order through distributed shared memory at the end
-// (the same additions, so the same bits). Measured in bench/NOTES.md session 8 (16 rows: 1.1–1.8x the
-// one-quad-per-block kernel of mma_q4x.cu).
+// Few rows (weft_cu_gemm_q4s, any M; weft_cu_matmul_q4x hands it decode rounds of 5..16 streams, and 33..64
+// on small weights): blocks of 128 weight rows x 8 or 16 activation rows (one tile and all quads per warp),
+// and since 128-row blocks alone would leave most SMs idle on a 4096-row weight, the slots of one block's
+// outputs are spread over the blocks of a thread block cluster, which add the slot sums in slot order through
+// distributed shared memory at the end (the same additions, so the same bits). Measured in bench/NOTES.md
+// session 8 (16 rows: 1.1–1.8x the one-quad-per-block kernel of mma_q4x.cu).
 #include "cuda_kernels.h"
 #include "pdl.cuh"
 #include "q4_mma.cuh"
@@ -377,7 +377,9 @@ cudaError_t launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi
         while (spc > 1 && groups * (KW / spc) < fill * 7 / 10) spc /= 2;
         if (spc == 4) return launch_spc<MODE, SDT, SB, GPB, L, 4>(d, xq, M, epi, KW, st);
         if (spc == 2) return launch_spc<MODE, SDT, SB, GPB, L, 2>(d, xq, M, epi, KW, st);
-        if (KW == 8) return launch_spc<MODE, SDT, SB, GPB, LC, 1>(d, xq, M, epi, KW, st);
+        if constexpr (SB == 4) { // (KW is 8 only for K blocks of 4 sub-blocks, weft_cu_q4_kw)
+            if (KW == 8) return launch_spc<MODE, SDT, SB, GPB, LC, 1>(d, xq, M, epi, KW, st);
+        }
         return launch_spc<MODE, SDT, SB, GPB, L, 1>(d, xq, M, epi, KW, st);
     }
 }
