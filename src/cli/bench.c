@@ -133,7 +133,7 @@ int cmd_bench(const cli_options *o) {
         weft_model_free(m);
         return 2;
     }
-    if (plan.fallback[0]) fprintf(stderr, "weft: --backend auto: %s; running on the CPU\n", plan.fallback);
+    cli_backend_note(&plan);
     /* Greedy unless a sampling flag asks otherwise (generation_config is not applied: runs compare). */
     weft_sampling s;
     weft_sampling_defaults(&s);

@@ -89,6 +89,10 @@ int cli_threads(const cli_options *o) {
     return n > 0 ? (int)n : 1;
 }
 
+void cli_backend_note(const weft_backend_plan *plan) {
+    if (plan->fallback[0]) fprintf(stderr, "weft: --backend auto: %s; running on the CPU\n", plan->fallback);
+}
+
 int cli_engine_start(weft_engine_config *ec, weft_backend *be, int rows, bool no_drafts,
                      weft_drafter *drafter, weft_engine **eng) {
     if (ec->max_draft > rows - 1) ec->max_draft = rows - 1;

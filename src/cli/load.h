@@ -18,6 +18,8 @@ int cli_load_model(const cli_options *o, weft_model **out);
 #define CLI_LOAD_STOPPED 3
 int cli_load_model_on(const cli_options *o, weft_model **out, weft_console *con, const sigset_t *stop);
 int cli_threads(const cli_options *o);
+/* After weft_model_backend_plan succeeded: one line on stderr when --backend auto fell back to the CPU. */
+void cli_backend_note(const weft_backend_plan *plan);
 /* Sampling defaults: generation_config (m may be NULL: none), then command-line flags. */
 void cli_sampling(const cli_options *o, const weft_model *m, weft_sampling *s);
 /* The sampling flags alone (m NULL above) checked by weft_sampling_validate before anything is loaded:

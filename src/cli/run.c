@@ -239,7 +239,7 @@ int cmd_run(const cli_options *o) {
         rc = 2;
         goto out;
     }
-    if (plan.fallback[0]) fprintf(stderr, "weft: --backend auto: %s; running on the CPU\n", plan.fallback);
+    cli_backend_note(&plan);
     weft_engine_config ec = {.parallel = 1,
                              .capacity = ctx,
                              .eos_ids = m->cfg.eos_token_ids,

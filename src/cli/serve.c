@@ -222,7 +222,7 @@ int cmd_serve(const cli_options *o) {
         rc = 2;
         goto out;
     }
-    if (plan.fallback[0]) fprintf(stderr, "weft: --backend auto: %s; running on the CPU\n", plan.fallback);
+    cli_backend_note(&plan);
     /* Prompt cache: --prompt-cache-gib, default a quarter of what is left after weights and streams, <= 16
      * GiB */
     size_t left = plan.available_bytes > (size_t)plan.slots * plan.stream_bytes

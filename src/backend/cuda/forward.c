@@ -67,9 +67,14 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
     return WEFT_OK;
 }
 
-/* weft_cu_epi.gemm from the timing knobs (WEFT_CUDA_TIMING_TWICE bits NO_GEMM, WGMMA). */
-static int cu_gemm_knob(const cu_backend *b) {
-    return (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : (b->twice & WEFT_CU_T_WGMMA) ? 2 : 0;
+/* An epilogue with the matmul-path timing knobs (WEFT_CUDA_TIMING_TWICE bits RQ4, NO_X1S, NO_SPLIT, NO_GEMM,
+ * WGMMA; the same bits whichever path they pick). */
+static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
+    e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
+    e.no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0;
+    e.no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0;
+    e.gemm = (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : (b->twice & WEFT_CU_T_WGMMA) ? 2 : 0;
+    return e;
 }
 
 /* The prepared-activation buffers for inputs of K elements: buffer 1 for the down projection (written by the
@@ -93,11 +98,7 @@ static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, in
                       int64_t ldy, const float *bias, int accumulate, const char *what, weft_err *err) {
     if (wants_xq(b, w)) {
         const weft_cu_xq xq = X == b->g ? xq_down(b) : xq_of(b, w->cols);
-        weft_cu_epi e = weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows);
-        e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
-        e.no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0;
-        e.no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0;
-        e.gemm = cu_gemm_knob(b);
+        const weft_cu_epi e = cu_epi_knobs(b, weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows));
         LAUNCH(weft_cu_matmul_q4x(w, &xq, n, &e, b->stream), what);
         return WEFT_OK;
     }
@@ -150,15 +151,11 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
               STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, "attention norm", err)));
         if (ly->qkv) { /* one matrix, outputs split into q, k, v */
             const weft_cu_xq xq = xq_of(b, H);
-            const weft_cu_epi e = {.mode = WEFT_CU_EPI_STORE,
-                                   .y = {b->q, b->k, b->v},
-                                   .ld = {qd, kvd, kvd},
-                                   .end = {qd, qd + kvd, qd + 2 * kvd},
-                                   .bias = {ly->bq, ly->bk, ly->bv},
-                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0,
-                                   .no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0,
-                                   .no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0,
-                                   .gemm = cu_gemm_knob(b)};
+            const weft_cu_epi e = cu_epi_knobs(b, (weft_cu_epi){.mode = WEFT_CU_EPI_STORE,
+                                                                .y = {b->q, b->k, b->v},
+                                                                .ld = {qd, kvd, kvd},
+                                                                .end = {qd, qd + kvd, qd + 2 * kvd},
+                                                                .bias = {ly->bq, ly->bk, ly->bv}});
             STAGE(WEFT_CU_T_QKV, LAUNCH(weft_cu_matmul_q4x(&ly->wqkv, &xq, n, &e, st), "qkv projection"));
         } else {
             STEP(mm(b, &ly->wq, b->xb, H, n, b->q, qd, ly->bq, 0, "q projection", err));
@@ -195,15 +192,11 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         const bool down_words = ly->gu && wants_xq(b, &ly->wd) && ly->wd.mode != WEFT_CU_AFFINE;
         if (ly->gu) { /* gate|up interleaved by 8: SwiGLU in the epilogue, into g */
             const weft_cu_xq xq = xq_of(b, H);
-            const weft_cu_epi e = {.mode = WEFT_CU_EPI_SWIGLU,
-                                   .y = {b->g, b->g, b->g},
-                                   .ld = {I, I, I},
-                                   .xf = down_words ? xq_down(b).f : NULL,
-                                   .xf_nsub = I / 32,
-                                   .quads4 = (b->twice & WEFT_CU_T_RQ4) != 0,
-                                   .no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0,
-                                   .no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0,
-                                   .gemm = cu_gemm_knob(b)};
+            const weft_cu_epi e = cu_epi_knobs(b, (weft_cu_epi){.mode = WEFT_CU_EPI_SWIGLU,
+                                                                .y = {b->g, b->g, b->g},
+                                                                .ld = {I, I, I},
+                                                                .xf = down_words ? xq_down(b).f : NULL,
+                                                                .xf_nsub = I / 32});
             STAGE(WEFT_CU_T_GU, LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection"));
         } else {
             STEP(mm(b, &ly->wg, b->xb, H, n, b->g, I, NULL, 0, "gate projection", err));
