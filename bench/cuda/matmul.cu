@@ -455,10 +455,10 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t N = 14336, K = 4096;
-    if (argc == 5 &&
-        (!strcmp(argv[1], "gemm") || !strcmp(argv[1], "split"))) { // bench_cuda_matmul gemm|split N K M:
-        // the GEMM (or the cluster-split GEMM) alone, for a profiler
-        const bool split = !strcmp(argv[1], "split");
+    if (argc == 5 && (!strcmp(argv[1], "gemm") || !strcmp(argv[1], "split") ||
+                      !strcmp(argv[1], "wgemm"))) { // bench_cuda_matmul gemm|split|wgemm N K M:
+        // the GEMM (or the cluster-split GEMM, or the wgmma GEMM) alone, for a profiler
+        const bool split = !strcmp(argv[1], "split"), wg = !strcmp(argv[1], "wgemm");
         N = atoll(argv[2]);
         K = atoll(argv[3]);
         const int M = atoi(argv[4]);
@@ -472,7 +472,9 @@ int main(int argc, char **argv) {
         CK(cudaMemset(xq.f, 0x3c, (size_t)M * K * sizeof(uint32_t)));
         weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
         auto gemm = [&] {
-            return split ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0) : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
+            return split ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
+                   : wg  ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
+                         : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
         };
         for (int r = 0; r < 3; r++) CK(gemm());
         CK(cudaDeviceSynchronize());

@@ -10,7 +10,7 @@
 # Parts (WEFT_SBS): pp = prefill 512/2k/8k with and without the many-row GEMM (WEFT_PP_MASKS: timing knobs);
 # matmul / attn = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
-# profiler sections of the GEMM; attnncu = those of the prefill attention tiles; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
+# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM); attnncu = those of the prefill attention tiles; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -97,6 +97,14 @@ if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
         --section LaunchStats -k regex:gemm_q4 --launch-skip 3 --launch-count 1 \
         /tmp/w/bench_cuda_matmul gemm 14336 4096 512
+fi
+
+if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with its stall sampling
+    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    run wgemmncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+        --section LaunchStats --section InstructionStats --section SourceCounters -k regex:gemm_q4w --launch-skip 3 --launch-count 1 \
+        /tmp/w/bench_cuda_matmul wgemm 14336 4096 512
 fi
 
 if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)

@@ -33,57 +33,70 @@ constexpr int WTILES = 8;     // weight tiles per block
 
 template <int SB> struct alignas(16) WSmem {
     uint32_t b[2][2 * SB][NQ][2][8][4]; // double-buffered: [step 2j + s][quad][k half][core row][word t]
-    uint32_t raw[WR][32 * SB];          // the K block's prepared words as copied (weft_cu_xq order)
-    float xs[2][WR][SB];                // their 32-element sums, double-buffered with b
+    uint32_t raw[WR][32 * SB + 4];      // the K block's prepared words as copied (weft_cu_xq order; rows
+                                        // padded by 16 bytes: the transpose's loads hit distinct banks)
+    float xs[2][WR][SB];                // their 32-element sums, K block i in xs[i % 2]
     float tot[2 * NQ][WTHREADS];        // each thread's running total over the slots (registers are short)
 };
 
-// The raw copy of K block kb: activation rows row0 .. row0 + 63 (zeros past M), their sums (AFFINE).
-template <int MODE, int SB>
-__device__ __forceinline__ void w_copy(WSmem<SB> &S, int buf, const uint32_t *XF, const float *XS, int M,
-                                       int64_t nsub, int row0, int kb, int tid) {
-    for (int c = tid; c < WR * 8 * SB; c += WTHREADS) {
-        const int r = c / (8 * SB), o = c % (8 * SB);
-        const bool ok = row0 + r < M;
-        cp_async<16>(&S.raw[r][4 * o],
-                     XF + ((ok ? (int64_t)(row0 + r) : 0) * nsub + (int64_t)kb * SB) * 32 + 4 * o, ok);
+// A thread's share of the copies of one K block, fixed for the whole kernel (only the K block's offset
+// changes): 16-byte chunk o = tid % 32 of activation rows tid / 32 + 8k (zeros past M), the 32-element sums
+// of row tid (AFFINE).
+template <int MODE, int SB> struct WCopy {
+    static_assert(8 * SB == 32, "one warp copies one activation row of a K block");
+    static constexpr int NP = WR / (WTHREADS / 32); // rows per thread
+    const uint32_t *x;                              // row tid / 32's chunk at K block 0
+    const float *xs;
+    int64_t step; // words between the thread's rows
+    int nrx;      // the thread's rows that exist
+    bool xs_ok;
+    __device__ __forceinline__ WCopy(const uint32_t *XF, const float *XS, int M, int64_t nsub, int row0,
+                                     int tid) {
+        nrx = 0;
+        for (int k = 0; k < NP; k++) nrx += row0 + tid / 32 + 8 * k < M;
+        x = XF + (nrx ? (int64_t)(row0 + tid / 32) * nsub * 32 + 4 * (tid % 32) : 0);
+        step = 8 * nsub * 32;
+        xs_ok = tid < WR && row0 + tid < M;
+        xs = XS + (xs_ok ? (int64_t)(row0 + tid) * nsub : 0);
     }
-    if (MODE == WEFT_CU_AFFINE && SB == 4 && tid < WR) {
-        const bool ok = row0 + tid < M;
-        cp_async<16>(&S.xs[buf][tid][0], XS + (ok ? (int64_t)(row0 + tid) : 0) * nsub + (int64_t)kb * SB, ok);
+    __device__ __forceinline__ void copy(WSmem<SB> &S, int xb, int kb, int tid) const {
+        const int64_t off = (int64_t)kb * SB * 32;
+#pragma unroll
+        for (int k = 0; k < NP; k++)
+            cp_async<16>(&S.raw[tid / 32 + 8 * k][4 * (tid % 32)], x + (k < nrx ? k * step + off : 0),
+                         k < nrx);
+        if (MODE == WEFT_CU_AFFINE && tid < WR)
+            cp_async<16>(&S.xs[xb][tid][0], xs + (xs_ok ? kb * SB : 0), xs_ok);
     }
-}
+};
 
-// raw -> b[buf] (the wgmma order). Lane (t, p, i) of warp-chunk (quad, sub-block): 16 bytes in, 4 words out
-// to one 128-byte core-matrix row set (no bank conflicts).
+// raw -> b[buf] (the wgmma order). Thread tid takes the units u = tid, tid + 256, ... (part p = u % 2 of
+// activation row R = (u / 2) % 64 in sub-block j = u / 128: 16 words, lane t's 4 at 4t): 4 loads, a 4 x 4
+// transpose in registers, 4 stores of one core-matrix row each (step s, k half kk: words 2s + kk of t =
+// 0..3).
 template <int SB> __device__ __forceinline__ void w_transpose(WSmem<SB> &S, int buf, int tid) {
-    const int lane = tid & 31, warp = tid >> 5, t = lane & 3, p = (lane >> 2) & 1, i = lane >> 3;
-    for (int c = warp; c < NQ * SB; c += WTHREADS / 32) {
-        const int qd = c % NQ, j = c / NQ;
-        const uint4 v = *reinterpret_cast<const uint4 *>(&S.raw[4 * qd + i][32 * j + 16 * p + 4 * t]);
-        const int r = 2 * i + p;
-        S.b[buf][2 * j][qd][0][r][t] = v.x;     // word 0: step s = 0, k half 0
-        S.b[buf][2 * j][qd][1][r][t] = v.y;     // word 1: s = 0, k half 1
-        S.b[buf][2 * j + 1][qd][0][r][t] = v.z; // word 2: s = 1, k half 0
-        S.b[buf][2 * j + 1][qd][1][r][t] = v.w; // word 3: s = 1, k half 1
+#pragma unroll
+    for (int u = tid; u < 2 * WR * SB; u += WTHREADS) {
+        const int p = u & 1, R = (u >> 1) % WR, j = u / (2 * WR);
+        uint4 v[4];
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            v[t] = *reinterpret_cast<const uint4 *>(&S.raw[R][32 * j + 16 * p + 4 * t]);
+        uint32_t *d0 = &S.b[buf][2 * j][R / 4][0][2 * (R % 4) + p][0];
+        uint32_t *d1 = &S.b[buf][2 * j + 1][R / 4][0][2 * (R % 4) + p][0];
+        *reinterpret_cast<uint4 *>(d0) = make_uint4(v[0].x, v[1].x, v[2].x, v[3].x);      // s = 0, kk = 0
+        *reinterpret_cast<uint4 *>(d0 + 32) = make_uint4(v[0].y, v[1].y, v[2].y, v[3].y); // s = 0, kk = 1
+        *reinterpret_cast<uint4 *>(d1) = make_uint4(v[0].z, v[1].z, v[2].z, v[3].z);      // s = 1, kk = 0
+        *reinterpret_cast<uint4 *>(d1 + 32) = make_uint4(v[0].w, v[1].w, v[2].w, v[3].w); // s = 1, kk = 1
     }
 }
 
-// a[i] for a run-time i without indexing a register array (which would put it in local memory): the group
-// loop below stays rolled so that the compiler does not hoist every group's decoded A into registers at once.
-template <int N> __device__ __forceinline__ uint32_t w_pick(const uint32_t (&a)[N], int i) {
-    uint32_t v = a[0];
-#pragma unroll
-    for (int k = 1; k < N; k++) v = i == k ? a[k] : v;
-    return v;
-}
-template <typename R> __device__ __forceinline__ float w_pick_scale(const R &r, int i, int n) {
-    float v = r.get(0);
-#pragma unroll
-    for (int k = 1; k < 4; k++)
-        if (k < n) v = i == k ? r.get(k) : v;
-    return v;
-}
+// A scale group whose wgmma is in flight: what its fold needs once the accumulators have landed.
+struct WPend {
+    float s0, s1, b0, b1; // the two rows' scales (and affine offsets b + 8s) of the group
+    int xb, gi;           // its K block's sums buffer (xs[xb]) and group index
+    bool slot_end;        // the last group of its slot: the slot sum joins the total after the fold
+};
 
 template <int MODE, int SDT, int SB, int GPB>
 __global__ void __launch_bounds__(WTHREADS, 1)
@@ -91,6 +104,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                     weft_cu_epi epi) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int SPB = SB / GPB;
+    static_assert(GPB % 2 == 0, "groups alternate between two accumulator sets");
     extern __shared__ __align__(16) unsigned char wsm[];
     WSmem<SB> &S = *reinterpret_cast<WSmem<SB> *>(wsm);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -106,85 +120,32 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     const int64_t wtile = live ? tile : 0;
     Stage<MODE, SDT, SB, GPB> cur, nxt;
 
-    float acc[NQ][2], sxg[NQ], D[4 * NQ];
+    // Two accumulator sets: group G's wgmma runs in set G % 2 while group G − 1's sums (the other set) are
+    // folded on the CUDA cores (session 9: one set waited for every group's wgmma before its fold).
+    float D0[4 * NQ], D1[4 * NQ], acc[NQ][2];
 #pragma unroll
-    for (int e = 0; e < 4 * NQ; e++) D[e] = 0.0f;
-#pragma unroll
-    for (int q = 0; q < NQ; q++) acc[q][0] = acc[q][1] = sxg[q] = 0.0f;
-
-    bool slot_end = false;
-    cur.load(w, qb, wtile, nblk, q4_slot_block(0, nblk, KW, slot_end), ng, g);
-    weft_pdl_enter(); // the first weights are in flight (pdl.cuh); activations only after this
-    w_copy<MODE, SB>(S, 0, XF, XS, M, nsub, row0, q4_slot_block(0, nblk, KW, slot_end), tid);
-    cp_commit();
-    cp_wait<0>();
-    __syncthreads();
-    w_transpose<SB>(S, 0, tid);
+    for (int q = 0; q < NQ; q++) acc[q][0] = acc[q][1] = 0.0f;
+    WPend pend = {0.0f, 0.0f, 0.0f, 0.0f, 0, 0, false};
+    bool pending = false;
     int slot = 0;
-#pragma unroll 1
-    for (int i = 0; i < nblk; i++) {
-        const int buf = i & 1;
-        q4_slot_block(i, nblk, KW, slot_end); // block i's words (cur) and B (b[buf]) are staged: its slot end
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // st.shared -> wgmma's reads
-        __syncthreads();                                             // b[buf] complete; raw free again
-        if (i + 1 < nblk) {
-            bool unused;
-            const int kn = q4_slot_block(i + 1, nblk, KW, unused);
-            nxt.load(w, qb, wtile, nblk, kn, ng, g);
-            w_copy<MODE, SB>(S, buf ^ 1, XF, XS, M, nsub, row0, kn, tid);
-        }
-        cp_commit();
-        // this warp's words of rows g, g + 8 and their scales (cur), one group at a time
-#pragma unroll 1
-        for (int gi = 0; gi < GPB; gi++) {
-            uint32_t P[SPB][2][4];
+
+    // The fold of the pending group from its accumulators D (landed: the caller waited).
+    auto fold = [&](float(&D)[4 * NQ]) {
 #pragma unroll
-            for (int js = 0; js < SPB; js++) {
-                q4_dec_word(live ? w_pick(cur.wg, gi * SPB + js) : 0u, P[js][0]);
-                q4_dec_word(live ? w_pick(cur.wh, gi * SPB + js) : 0u, P[js][1]);
-            }
-            // The group starts from +0.0 accumulators (q4_mma0's input, scale-d = 1). The empty asm pins
-            // every register write (zeros, decoded A) before wgmma.fence: the compiler may not sink them past
-            // it (PTX ISA: registers of an in-flight wgmma must be written before the fence) nor fold the
-            // zeros into scale-d = 0, which the probe has not compared.
+        for (int e = 0; e < 4 * NQ; e++) wgmma_pin(D[e]); // no read of D before the wait
 #pragma unroll
-            for (int e = 0; e < 4 * NQ; e++) {
-                D[e] = 0.0f;
-                wgmma_pin(D[e]);
-            }
+        for (int q = 0; q < NQ; q++) {
+            float sx = 0.0f;
+            if (MODE == WEFT_CU_AFFINE) {
 #pragma unroll
-            for (int js = 0; js < SPB; js++)
-#pragma unroll
-                for (int e = 0; e < 8; e++) wgmma_pin(P[js][e / 4][e % 4]);
-            wgmma_fence();
-#pragma unroll
-            for (int js = 0; js < SPB; js++) {
-                const int j = gi * SPB + js;
-#pragma unroll
-                for (int s = 0; s < 2; s++)
-                    wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
-                                     P[js][1][2 * s + 1],
-                                     wgmma_desc(&S.b[buf][2 * j + s][0][0][0][0], 128, 256));
-            }
-            wgmma_commit_wait0();
-#pragma unroll
-            for (int e = 0; e < 4 * NQ; e++) wgmma_pin(D[e]); // no read of D before the wait
-            const float s0 = w_pick_scale(cur.sg, gi, GPB), s1 = w_pick_scale(cur.sh, gi, GPB);
-            const float b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s0, w_pick_scale(cur.bg, gi, GPB)) : 0.0f,
-                        b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(s1, w_pick_scale(cur.bh, gi, GPB)) : 0.0f;
-#pragma unroll
-            for (int q = 0; q < NQ; q++) {
-                if (MODE == WEFT_CU_AFFINE) {
-#pragma unroll
-                    for (int js = 0; js < SPB; js++) {
-                        const float ls = S.xs[buf][4 * q + t][gi * SPB + js];
-                        sxg[q] = js == 0 ? ls : __fadd_rn(sxg[q], ls);
-                    }
+                for (int js = 0; js < SPB; js++) {
+                    const float ls = S.xs[pend.xb][4 * q + t][pend.gi * SPB + js];
+                    sx = js == 0 ? ls : __fadd_rn(sx, ls);
                 }
-                q4_fold<MODE>(acc[q], &D[4 * q], s0, s1, b0, b1, sxg[q]);
             }
+            q4_fold<MODE>(acc[q], &D[4 * q], pend.s0, pend.s1, pend.b0, pend.b1, sx);
         }
-        if (slot_end) { // the slot's sum joins the total (the first slot's sum is the total)
+        if (pend.slot_end) { // the slot's sum joins the total (the first slot's sum is the total)
 #pragma unroll
             for (int q = 0; q < NQ; q++)
 #pragma unroll
@@ -195,9 +156,97 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                 }
             slot++;
         }
+    };
+    // Group gi of K block i (b[buf], xs[buf]): decode its A, issue its wgmma into D, then fold the pending
+    // group from Dp once it has landed; the group becomes the pending one.
+    auto group = [&](int gi, int buf, bool blk_slot_end, float(&D)[4 * NQ], float(&Dp)[4 * NQ]) {
+        uint32_t P[SPB][2][4];
+#pragma unroll
+        for (int js = 0; js < SPB; js++) {
+            // pinned: the decode stays here (hoisting every group's decoded A runs out of registers)
+            uint32_t wg = live ? cur.wg[gi * SPB + js] : 0u, wh = live ? cur.wh[gi * SPB + js] : 0u;
+            wgmma_pin(wg);
+            wgmma_pin(wh);
+            q4_dec_word(wg, P[js][0]);
+            q4_dec_word(wh, P[js][1]);
+        }
+        // The empty asm pins every register write (decoded A) before wgmma.fence: the compiler may not sink
+        // them past it (PTX ISA: registers of an in-flight wgmma must be written before the fence).
+#pragma unroll
+        for (int js = 0; js < SPB; js++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) wgmma_pin(P[js][e / 4][e % 4]);
+        wgmma_fence();
+#pragma unroll
+        for (int js = 0; js < SPB; js++) {
+            const int j = gi * SPB + js;
+#pragma unroll
+            for (int s = 0; s < 2; s++) // the group's first step starts from zero (scale-d = 0)
+                wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                 P[js][1][2 * s + 1], wgmma_desc(&S.b[buf][2 * j + s][0][0][0][0], 128, 256),
+                                 js + s > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>(); // the pending group (the other set) has landed
+        if (pending) fold(Dp);
+        pend.s0 = cur.sg.get(gi);
+        pend.s1 = cur.sh.get(gi);
+        pend.b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(pend.s0, cur.bg.get(gi)) : 0.0f;
+        pend.b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(pend.s1, cur.bh.get(gi)) : 0.0f;
+        pend.xb = buf;
+        pend.gi = gi;
+        pend.slot_end = blk_slot_end && gi == GPB - 1;
+        pending = true;
+    };
+
+    // K blocks in slot order (slot_walk.h): cursors of the next block to load and of the block computed
+    const weft_slot_walk sw = weft_slot_walk_make(0, 1, KW, nblk, KW);
+    int lj = 0, lk = 0, cj = 0, ck = 0;
+    auto load_kb = [&]() {
+        const int kb = weft_slot_walk_kb(&sw, lj, lk);
+        weft_slot_walk_next(&sw, &lj, &lk);
+        return kb;
+    };
+    const WCopy<MODE, SB> cp(XF, XS, M, nsub, row0, tid);
+    {
+        const int kb = load_kb();
+        cur.load(w, qb, wtile, nblk, kb, ng, g);
+        weft_pdl_enter(); // the first weights are in flight (pdl.cuh); activations only after this
+        cp.copy(S, 0, kb, tid);
+    }
+    cp_commit();
+    cp_wait<0>();
+    __syncthreads();
+    w_transpose<SB>(S, 0, tid);
+#pragma unroll 1
+    for (int i = 0; i < nblk; i++) {
+        const int buf = i & 1;
+        const bool slot_end = ck == weft_slot_walk_len(&sw, cj) - 1; // block i is its slot's last
+        weft_slot_walk_next(&sw, &cj, &ck);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // st.shared -> wgmma's reads
+        // b[buf] complete; raw free again
+        __syncthreads();
+        if (i + 1 < nblk) {
+            const int kn = load_kb();
+            nxt.load(w, qb, wtile, nblk, kn, ng, g);
+            cp.copy(S, buf ^ 1, kn, tid);
+        }
+        cp_commit();
+#pragma unroll
+        for (int gp = 0; gp < GPB; gp += 2) {
+            group(gp, buf, slot_end, D0, D1);
+            group(gp + 1, buf, slot_end, D1, D0);
+        }
+        // The block's last group is folded here: ptxas serializes every wgmma (C7514) when one stays in
+        // flight across the loop's back edge.
+        wgmma_wait<0>();
+        fold(D1);
+        pending = false;
         if (i + 1 < nblk) {
             cp_wait<0>();
-            __syncthreads(); // raw(i + 1) landed for everyone
+            // raw(i + 1) landed for everyone; every wgmma reading b[buf ^ 1] (block i − 1) retired at this
+            // block's first wait
+            __syncthreads();
             w_transpose<SB>(S, buf ^ 1, tid);
             cur = nxt;
         }

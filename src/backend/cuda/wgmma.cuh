@@ -30,9 +30,11 @@ __device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // d[64 x 128] += A (registers: a0..a3, this warp's 16 rows, mma.sync's A fragment) · B (descriptor, 16 x
-// 128), fp32 accumulators, bf16 inputs; scale-d = 1 (the accumulator is always an input).
+// 128), fp32 accumulators, bf16 inputs. scale_d = 1: d is an input (d += A·B); 0: d = A·B (the GEMM's first
+// step of a scale group; equal to A·B + (+0.0) up to the sign of a zero sum, which the fold cannot see:
+// gemm_q4w.cu).
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                 uint32_t a3, uint64_t desc) {
+                                                 uint32_t a3, uint64_t desc, int scale_d = 1) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -49,12 +51,19 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, ui
           "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
           "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
           "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
         : "memory");
 }
 
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+// Waits until at most N of this warpgroup's committed groups are still in flight.
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void wgmma_commit_wait0() {
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
