@@ -103,8 +103,9 @@ if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with its stal
     xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
     run wgemmncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
-        --section LaunchStats --section InstructionStats --section SourceCounters -k regex:gemm_q4w --launch-skip 3 --launch-count 1 \
-        /tmp/w/bench_cuda_matmul wgemm 14336 4096 512
+        --section LaunchStats --section InstructionStats \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active" \
+        -k regex:gemm_q4w --launch-skip 3 --launch-count 1 /tmp/w/bench_cuda_matmul wgemm 14336 4096 512
 fi
 
 if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)

@@ -26,77 +26,124 @@
 
 namespace {
 
-constexpr int WR = 64;        // activation rows per block (N = 128 columns)
-constexpr int NQ = WR / 4;    // n8 column blocks = activation quads
-constexpr int WTHREADS = 256; // 2 warpgroups
-constexpr int WTILES = 8;     // weight tiles per block
+constexpr int WR = 64;     // activation rows per block (N = 128 columns)
+constexpr int NQ = WR / 4; // n8 column blocks = activation quads
+constexpr int NCONS = 256; // consumer threads: 2 warpgroups, warpgroup v computes weight tiles 4v .. 4v + 3
+constexpr int NPROD = 128; // producer threads: 1 warpgroup, stages the activations
+constexpr int WTHREADS = NCONS + NPROD;
+constexpr int WTILES = 8; // weight tiles per block
+constexpr int NS = 2;     // stages of B in the ring
+// Named barriers (bar.sync id, count; 0 is __syncthreads): FULL + s: stage s holds its K block (the producer
+// arrives, the consumers wait); EMPTY + s: the consumers are done with stage s; PROD: the producer warpgroup.
+constexpr int BAR_FULL = 1, BAR_EMPTY = BAR_FULL + NS, BAR_PROD = BAR_EMPTY + NS;
 
 template <int SB> struct alignas(16) WSmem {
-    uint32_t b[2][2 * SB][NQ][2][8][4]; // double-buffered: [step 2j + s][quad][k half][core row][word t]
-    uint32_t raw[WR][32 * SB + 4];      // the K block's prepared words as copied (weft_cu_xq order; rows
-                                        // padded by 16 bytes: the transpose's loads hit distinct banks)
-    float xs[2][WR][SB];                // their 32-element sums, K block i in xs[i % 2]
-    float tot[2 * NQ][WTHREADS];        // each thread's running total over the slots (registers are short)
+    uint32_t b[NS][2 * SB][NQ][2][8][4]; // the ring: [step 2j + s][quad][k half][core row][word t]
+    float xs[NS][WR][SB];                // the stage's 32-element sums (AFFINE)
+    uint32_t raw[2][WR][32 * SB + 4];    // the producer's copies (weft_cu_xq order; rows padded by 16 bytes:
+                                         // the transpose's loads hit distinct banks)
+    float rxs[2][WR][SB];                // and of the sums
+    float tot[2 * NQ][NCONS];            // each consumer thread's running total over the slots
 };
 
-// A thread's share of the copies of one K block, fixed for the whole kernel (only the K block's offset
-// changes): 16-byte chunk o = tid % 32 of activation rows tid / 32 + 8k (zeros past M), the 32-element sums
-// of row tid (AFFINE).
+__device__ __forceinline__ void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+// A producer thread's share of the copies of one K block, fixed for the whole kernel (only the K block's
+// offset changes): 16-byte chunk o = p % 32 of activation rows p / 32 + 4k (zeros past M), the 32-element
+// sums of row p (AFFINE); p = the producer thread.
 template <int MODE, int SB> struct WCopy {
     static_assert(8 * SB == 32, "one warp copies one activation row of a K block");
-    static constexpr int NP = WR / (WTHREADS / 32); // rows per thread
-    const uint32_t *x;                              // row tid / 32's chunk at K block 0
+    static constexpr int RPP = NPROD / 32, NP = WR / RPP; // rows per pass, passes
+    const uint32_t *x;                                    // row p / 32's chunk at K block 0
     const float *xs;
     int64_t step; // words between the thread's rows
     int nrx;      // the thread's rows that exist
     bool xs_ok;
     __device__ __forceinline__ WCopy(const uint32_t *XF, const float *XS, int M, int64_t nsub, int row0,
-                                     int tid) {
+                                     int p) {
         nrx = 0;
-        for (int k = 0; k < NP; k++) nrx += row0 + tid / 32 + 8 * k < M;
-        x = XF + (nrx ? (int64_t)(row0 + tid / 32) * nsub * 32 + 4 * (tid % 32) : 0);
-        step = 8 * nsub * 32;
-        xs_ok = tid < WR && row0 + tid < M;
-        xs = XS + (xs_ok ? (int64_t)(row0 + tid) * nsub : 0);
+        for (int k = 0; k < NP; k++) nrx += row0 + p / 32 + RPP * k < M;
+        x = XF + (nrx ? (int64_t)(row0 + p / 32) * nsub * 32 + 4 * (p % 32) : 0);
+        step = RPP * nsub * 32;
+        xs_ok = p < WR && row0 + p < M;
+        xs = XS + (xs_ok ? (int64_t)(row0 + p) * nsub : 0);
     }
-    __device__ __forceinline__ void copy(WSmem<SB> &S, int xb, int kb, int tid) const {
+    __device__ __forceinline__ void copy(WSmem<SB> &S, int rb, int kb, int p) const {
         const int64_t off = (int64_t)kb * SB * 32;
 #pragma unroll
         for (int k = 0; k < NP; k++)
-            cp_async<16>(&S.raw[tid / 32 + 8 * k][4 * (tid % 32)], x + (k < nrx ? k * step + off : 0),
+            cp_async<16>(&S.raw[rb][p / 32 + RPP * k][4 * (p % 32)], x + (k < nrx ? k * step + off : 0),
                          k < nrx);
-        if (MODE == WEFT_CU_AFFINE && tid < WR)
-            cp_async<16>(&S.xs[xb][tid][0], xs + (xs_ok ? kb * SB : 0), xs_ok);
+        if (MODE == WEFT_CU_AFFINE && p < WR)
+            cp_async<16>(&S.rxs[rb][p][0], xs + (xs_ok ? kb * SB : 0), xs_ok);
     }
 };
 
-// raw -> b[buf] (the wgmma order). Thread tid takes the units u = tid, tid + 256, ... (part p = u % 2 of
-// activation row R = (u / 2) % 64 in sub-block j = u / 128: 16 words, lane t's 4 at 4t): 4 loads, a 4 x 4
+// raw[rb] -> b[st] (the wgmma order). Producer thread p takes the units u = p, p + 128, ... (part pp = u % 2
+// of activation row R = (u / 2) % 64 in sub-block j = u / 128: 16 words, lane t's 4 at 4t): 4 loads, a 4 x 4
 // transpose in registers, 4 stores of one core-matrix row each (step s, k half kk: words 2s + kk of t =
 // 0..3).
-template <int SB> __device__ __forceinline__ void w_transpose(WSmem<SB> &S, int buf, int tid) {
+template <int MODE, int SB> __device__ __forceinline__ void w_transpose(WSmem<SB> &S, int rb, int st, int p) {
 #pragma unroll
-    for (int u = tid; u < 2 * WR * SB; u += WTHREADS) {
-        const int p = u & 1, R = (u >> 1) % WR, j = u / (2 * WR);
+    for (int k = 0; k < 2 * WR * SB / NPROD; k++) {
+        const int u = p + NPROD * k, pp = u & 1, R = (u >> 1) % WR, j = u / (2 * WR);
         uint4 v[4];
 #pragma unroll
         for (int t = 0; t < 4; t++)
-            v[t] = *reinterpret_cast<const uint4 *>(&S.raw[R][32 * j + 16 * p + 4 * t]);
-        uint32_t *d0 = &S.b[buf][2 * j][R / 4][0][2 * (R % 4) + p][0];
-        uint32_t *d1 = &S.b[buf][2 * j + 1][R / 4][0][2 * (R % 4) + p][0];
+            v[t] = *reinterpret_cast<const uint4 *>(&S.raw[rb][R][32 * j + 16 * pp + 4 * t]);
+        uint32_t *d0 = &S.b[st][2 * j][R / 4][0][2 * (R % 4) + pp][0];
+        uint32_t *d1 = &S.b[st][2 * j + 1][R / 4][0][2 * (R % 4) + pp][0];
         *reinterpret_cast<uint4 *>(d0) = make_uint4(v[0].x, v[1].x, v[2].x, v[3].x);      // s = 0, kk = 0
         *reinterpret_cast<uint4 *>(d0 + 32) = make_uint4(v[0].y, v[1].y, v[2].y, v[3].y); // s = 0, kk = 1
         *reinterpret_cast<uint4 *>(d1) = make_uint4(v[0].z, v[1].z, v[2].z, v[3].z);      // s = 1, kk = 0
         *reinterpret_cast<uint4 *>(d1 + 32) = make_uint4(v[0].w, v[1].w, v[2].w, v[3].w); // s = 1, kk = 1
     }
+    if (MODE == WEFT_CU_AFFINE && p < WR)
+        *reinterpret_cast<float4 *>(&S.xs[st][p][0]) = *reinterpret_cast<const float4 *>(&S.rxs[rb][p][0]);
 }
 
 // A scale group whose wgmma is in flight: what its fold needs once the accumulators have landed.
 struct WPend {
     float s0, s1, b0, b1; // the two rows' scales (and affine offsets b + 8s) of the group
-    int xb, gi;           // its K block's sums buffer (xs[xb]) and group index
+    int st, gi;           // its stage (sums xs[st]) and group index
     bool slot_end;        // the last group of its slot: the slot sum joins the total after the fold
 };
+
+// The producer warpgroup: K block i of the walk is copied (cp.async, one block ahead), transposed into stage
+// i % NS once the consumers have released it, and handed over (FULL).
+template <int MODE, int SB>
+__device__ __forceinline__ void w_producer(WSmem<SB> &S, const uint32_t *XF, const float *XS, int M, int KW,
+                                           int nblk, int row0, int64_t nsub, int p) {
+    const weft_slot_walk sw = weft_slot_walk_make(0, 1, KW, nblk, KW);
+    int lj = 0, lk = 0;
+    auto load_kb = [&]() {
+        const int kb = weft_slot_walk_kb(&sw, lj, lk);
+        weft_slot_walk_next(&sw, &lj, &lk);
+        return kb;
+    };
+    const WCopy<MODE, SB> cp(XF, XS, M, nsub, row0, p);
+    cp.copy(S, 0, load_kb(), p);
+    cp_commit();
+#pragma unroll 1
+    for (int i = 0; i < nblk; i++) {
+        const int st = i % NS;
+        cp_wait<0>();
+        bar_sync(BAR_PROD, NPROD); // block i's copies landed for every producer thread; raw[(i + 1) & 1] free
+        if (i + 1 < nblk) {
+            cp.copy(S, (i + 1) & 1, load_kb(), p);
+            cp_commit();
+        }
+        if (i >= NS) bar_sync(BAR_EMPTY + st, WTHREADS); // the consumers are done with block i − NS
+        w_transpose<MODE, SB>(S, i & 1, st, p);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // st.shared -> wgmma's reads
+        bar_arrive(BAR_FULL + st, WTHREADS);
+    }
+}
 
 template <int MODE, int SDT, int SB, int GPB>
 __global__ void __launch_bounds__(WTHREADS, 1)
@@ -107,10 +154,17 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     static_assert(GPB % 2 == 0, "groups alternate between two accumulator sets");
     extern __shared__ __align__(16) unsigned char wsm[];
     WSmem<SB> &S = *reinterpret_cast<WSmem<SB> *>(wsm);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-    const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp, nsub = w.cols / 32,
-                  ng = w.cols >> w.gshift;
+    const int64_t nsub = w.cols / 32;
     const int row0 = blockIdx.y * WR, nblk = (int)(w.cols / (32 * SB));
+    if (threadIdx.x >= NCONS) { // the producer warpgroup
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+        weft_pdl_enter();
+        w_producer<MODE, SB>(S, XF, XS, M, KW, nblk, row0, nsub, threadIdx.x - NCONS);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp, ng = w.cols >> w.gshift;
     const bool live = tile < ntiles; // dead tiles multiply placeholder weights (wgmma is warpgroup-wide) and
                                      // store nothing
     // This warp's weight words and scales of a K block ride in registers one K block ahead (Stage,
@@ -139,7 +193,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             if (MODE == WEFT_CU_AFFINE) {
 #pragma unroll
                 for (int js = 0; js < SPB; js++) {
-                    const float ls = S.xs[pend.xb][4 * q + t][pend.gi * SPB + js];
+                    const float ls = S.xs[pend.st][4 * q + t][pend.gi * SPB + js];
                     sx = js == 0 ? ls : __fadd_rn(sx, ls);
                 }
             }
@@ -157,9 +211,9 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             slot++;
         }
     };
-    // Group gi of K block i (b[buf], xs[buf]): decode its A, issue its wgmma into D, then fold the pending
-    // group from Dp once it has landed; the group becomes the pending one.
-    auto group = [&](int gi, int buf, bool blk_slot_end, float(&D)[4 * NQ], float(&Dp)[4 * NQ]) {
+    // Group gi of the K block in stage st: decode its A, issue its wgmma into D, then fold the pending group
+    // from Dp once it has landed; the group becomes the pending one.
+    auto group = [&](int gi, int st, bool blk_slot_end, float(&D)[4 * NQ], float(&Dp)[4 * NQ]) {
         uint32_t P[SPB][2][4];
 #pragma unroll
         for (int js = 0; js < SPB; js++) {
@@ -183,7 +237,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
 #pragma unroll
             for (int s = 0; s < 2; s++) // the group's first step starts from zero (scale-d = 0)
                 wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
-                                 P[js][1][2 * s + 1], wgmma_desc(&S.b[buf][2 * j + s][0][0][0][0], 128, 256),
+                                 P[js][1][2 * s + 1], wgmma_desc(&S.b[st][2 * j + s][0][0][0][0], 128, 256),
                                  js + s > 0);
         }
         wgmma_commit();
@@ -193,7 +247,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         pend.s1 = cur.sh.get(gi);
         pend.b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(pend.s0, cur.bg.get(gi)) : 0.0f;
         pend.b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(pend.s1, cur.bh.get(gi)) : 0.0f;
-        pend.xb = buf;
+        pend.st = st;
         pend.gi = gi;
         pend.slot_end = blk_slot_end && gi == GPB - 1;
         pending = true;
@@ -207,49 +261,27 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         weft_slot_walk_next(&sw, &lj, &lk);
         return kb;
     };
-    const WCopy<MODE, SB> cp(XF, XS, M, nsub, row0, tid);
-    {
-        const int kb = load_kb();
-        cur.load(w, qb, wtile, nblk, kb, ng, g);
-        weft_pdl_enter(); // the first weights are in flight (pdl.cuh); activations only after this
-        cp.copy(S, 0, kb, tid);
-    }
-    cp_commit();
-    cp_wait<0>();
-    __syncthreads();
-    w_transpose<SB>(S, 0, tid);
+    cur.load(w, qb, wtile, nblk, load_kb(), ng, g);
+    weft_pdl_enter(); // the first weights are in flight (pdl.cuh); nothing read or stored before this
 #pragma unroll 1
     for (int i = 0; i < nblk; i++) {
-        const int buf = i & 1;
+        const int st = i % NS;
         const bool slot_end = ck == weft_slot_walk_len(&sw, cj) - 1; // block i is its slot's last
         weft_slot_walk_next(&sw, &cj, &ck);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // st.shared -> wgmma's reads
-        // b[buf] complete; raw free again
-        __syncthreads();
-        if (i + 1 < nblk) {
-            const int kn = load_kb();
-            nxt.load(w, qb, wtile, nblk, kn, ng, g);
-            cp.copy(S, buf ^ 1, kn, tid);
-        }
-        cp_commit();
+        if (i + 1 < nblk) nxt.load(w, qb, wtile, nblk, load_kb(), ng, g);
+        bar_sync(BAR_FULL + st, WTHREADS); // the producer has staged block i
 #pragma unroll
         for (int gp = 0; gp < GPB; gp += 2) {
-            group(gp, buf, slot_end, D0, D1);
-            group(gp + 1, buf, slot_end, D1, D0);
+            group(gp, st, slot_end, D0, D1);
+            group(gp + 1, st, slot_end, D1, D0);
         }
         // The block's last group is folded here: ptxas serializes every wgmma (C7514) when one stays in
         // flight across the loop's back edge.
         wgmma_wait<0>();
         fold(D1);
         pending = false;
-        if (i + 1 < nblk) {
-            cp_wait<0>();
-            // raw(i + 1) landed for everyone; every wgmma reading b[buf ^ 1] (block i − 1) retired at this
-            // block's first wait
-            __syncthreads();
-            w_transpose<SB>(S, buf ^ 1, tid);
-            cur = nxt;
-        }
+        if (i + NS < nblk) bar_arrive(BAR_EMPTY + st, WTHREADS); // stage st may take block i + NS
+        cur = nxt;
     }
     for (; slot < KW; slot++) // slots without blocks add their zero sums (mma_q4x.cu's idle warps)
 #pragma unroll
