@@ -99,13 +99,17 @@ if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512
         /tmp/w/bench_cuda_matmul gemm 14336 4096 512
 fi
 
-if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with its stall sampling
+if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with stall reasons and pipe use
     xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
     run wgemmncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
         --section LaunchStats --section InstructionStats \
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active" \
         -k regex:gemm_q4w --launch-skip 3 --launch-count 1 /tmp/w/bench_cuda_matmul wgemm 14336 4096 512
+    # stall samples per SASS instruction (a CSV: ncu's source page of the same kernel)
+    ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemm_q4w --launch-skip 3 \
+        --launch-count 1 -f -o /tmp/wgemm /tmp/w/bench_cuda_matmul wgemm 14336 4096 512 >/dev/null 2>&1 &&
+        ncu -i /tmp/wgemm.ncu-rep --page source --print-source sass --csv >"$LOG/wgemm_sass.csv" 2>&1
 fi
 
 if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)

@@ -32,10 +32,10 @@ constexpr int NCONS = 256; // consumer threads: 2 warpgroups, warpgroup v comput
 constexpr int NPROD = 128; // producer threads: 1 warpgroup, stages the activations
 constexpr int WTHREADS = NCONS + NPROD;
 constexpr int WTILES = 8; // weight tiles per block
-constexpr int NS = 2;     // stages of B in the ring
+constexpr int NS = 3;     // stages of B in the ring
 // Named barriers (bar.sync id, count; 0 is __syncthreads): FULL + s: stage s holds its K block (the producer
-// arrives, the consumers wait); EMPTY + s: the consumers are done with stage s; PROD: the producer warpgroup.
-constexpr int BAR_FULL = 1, BAR_EMPTY = BAR_FULL + NS, BAR_PROD = BAR_EMPTY + NS;
+// arrives, the consumers wait); EMPTY + s: the consumers are done with stage s.
+constexpr int BAR_FULL = 1, BAR_EMPTY = BAR_FULL + NS;
 
 template <int SB> struct alignas(16) WSmem {
     uint32_t b[NS][2 * SB][NQ][2][8][4]; // the ring: [step 2j + s][quad][k half][core row][word t]
@@ -53,59 +53,79 @@ __device__ __forceinline__ void bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 
-// A producer thread's share of the copies of one K block, fixed for the whole kernel (only the K block's
-// offset changes): 16-byte chunk o = p % 32 of activation rows p / 32 + 4k (zeros past M), the 32-element
-// sums of row p (AFFINE); p = the producer thread.
-template <int MODE, int SB> struct WCopy {
-    static_assert(8 * SB == 32, "one warp copies one activation row of a K block");
-    static constexpr int RPP = NPROD / 32, NP = WR / RPP; // rows per pass, passes
-    const uint32_t *x;                                    // row p / 32's chunk at K block 0
+// A producer thread's share of one K block, fixed for the whole kernel (only the K block's offset, the raw
+// buffer and the stage change). Thread p owns part pp = p % 2 of activation row R = p / 2: per sub-block j it
+// copies that part's 16 words (lane t's 4 at 4t; zeros past M), and the 32-element sums of row p (AFFINE,
+// p < 64), then transposes them into the wgmma order — 4 core-matrix rows per sub-block (step s, k half kk:
+// words 2s + kk of t = 0..3). It reads back only what it copied itself, so waiting for its own copies is
+// enough. Every address is a base plus a constant. Banks: 8 consecutive threads' loads and copies cover 8
+// distinct 16-byte bank groups (rows padded by 16 bytes), their stores one 128-byte line.
+template <int MODE, int SB> struct WProd {
+    static_assert(SB == 4 && NPROD == 2 * WR, "thread p owns part p % 2 of row p / 2");
+    const uint32_t *x; // the part's first word at K block 0
     const float *xs;
-    int64_t step; // words between the thread's rows
-    int nrx;      // the thread's rows that exist
-    bool xs_ok;
-    __device__ __forceinline__ WCopy(const uint32_t *XF, const float *XS, int M, int64_t nsub, int row0,
-                                     int p) {
-        nrx = 0;
-        for (int k = 0; k < NP; k++) nrx += row0 + p / 32 + RPP * k < M;
-        x = XF + (nrx ? (int64_t)(row0 + p / 32) * nsub * 32 + 4 * (p % 32) : 0);
-        step = RPP * nsub * 32;
+    uint32_t raw0, rxs0, b0, xs0; // shared addresses: raw[0][R][16·pp], rxs[0][p], xs[0][p],
+                                  // b[0][0][R / 4][0][2·(R % 4) + pp]
+    bool ok, xs_ok;
+    static constexpr uint32_t RAW_BUF = sizeof(uint32_t) * WR * (32 * SB + 4),
+                              B_STAGE = sizeof(uint32_t) * 2 * SB * NQ * 64,
+                              B_STEP = sizeof(uint32_t) * NQ * 64, XS_BUF = sizeof(float) * WR * SB;
+    __device__ __forceinline__ WProd(WSmem<SB> &S, const uint32_t *XF, const float *XS, int M, int64_t nsub,
+                                     int row0, int p) {
+        const int R = p >> 1, pp = p & 1;
+        ok = row0 + R < M;
+        x = XF + (ok ? (int64_t)(row0 + R) * nsub * 32 + 16 * pp : 0);
         xs_ok = p < WR && row0 + p < M;
         xs = XS + (xs_ok ? (int64_t)(row0 + p) * nsub : 0);
+        raw0 = smem_addr(&S.raw[0][R][16 * pp]);
+        rxs0 = smem_addr(&S.rxs[0][p < WR ? p : 0][0]);
+        b0 = smem_addr(&S.b[0][0][R / 4][0][2 * (R % 4) + pp][0]);
+        xs0 = smem_addr(&S.xs[0][p < WR ? p : 0][0]);
     }
-    __device__ __forceinline__ void copy(WSmem<SB> &S, int rb, int kb, int p) const {
-        const int64_t off = (int64_t)kb * SB * 32;
+    __device__ __forceinline__ void copy(int rb, int kb, int p) const {
+        const uint32_t *src = x + (ok ? (int64_t)kb * SB * 32 : 0);
+        const uint32_t dst = raw0 + rb * RAW_BUF;
 #pragma unroll
-        for (int k = 0; k < NP; k++)
-            cp_async<16>(&S.raw[rb][p / 32 + RPP * k][4 * (p % 32)], x + (k < nrx ? k * step + off : 0),
-                         k < nrx);
+        for (int j = 0; j < SB; j++)
+#pragma unroll
+            for (int t = 0; t < 4; t++)
+                asm volatile(
+                    "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + 4 * (32 * j + 4 * t)),
+                    "l"(src + 32 * j + 4 * t), "r"(ok ? 16 : 0)
+                    : "memory");
         if (MODE == WEFT_CU_AFFINE && p < WR)
-            cp_async<16>(&S.rxs[rb][p][0], xs + (xs_ok ? kb * SB : 0), xs_ok);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(rxs0 + rb * XS_BUF),
+                         "l"(xs + (xs_ok ? kb * SB : 0)), "r"(xs_ok ? 16 : 0)
+                         : "memory");
+    }
+    __device__ __forceinline__ void transpose(int rb, int st, int p) const {
+        const uint32_t src = raw0 + rb * RAW_BUF, dst = b0 + st * B_STAGE;
+#pragma unroll
+        for (int j = 0; j < SB; j++) {
+            uint32_t v[4][4];
+#pragma unroll
+            for (int t = 0; t < 4; t++)
+                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(v[t][0]), "=r"(v[t][1]), "=r"(v[t][2]), "=r"(v[t][3])
+                             : "r"(src + 4 * (32 * j + 4 * t)));
+#pragma unroll
+            for (int w = 0; w < 4; w++) // word w = 2s + kk -> step 2j + s, k half kk
+                asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + (2 * j + w / 2) * B_STEP +
+                                                                              (w % 2) * 128),
+                             "r"(v[0][w]), "r"(v[1][w]), "r"(v[2][w]), "r"(v[3][w])
+                             : "memory");
+        }
+        if (MODE == WEFT_CU_AFFINE && p < WR) {
+            float4 v;
+            asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                         : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                         : "r"(rxs0 + rb * XS_BUF));
+            asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(xs0 + st * XS_BUF), "f"(v.x),
+                         "f"(v.y), "f"(v.z), "f"(v.w)
+                         : "memory");
+        }
     }
 };
-
-// raw[rb] -> b[st] (the wgmma order). Producer thread p takes the units u = p, p + 128, ... (part pp = u % 2
-// of activation row R = (u / 2) % 64 in sub-block j = u / 128: 16 words, lane t's 4 at 4t): 4 loads, a 4 x 4
-// transpose in registers, 4 stores of one core-matrix row each (step s, k half kk: words 2s + kk of t =
-// 0..3).
-template <int MODE, int SB> __device__ __forceinline__ void w_transpose(WSmem<SB> &S, int rb, int st, int p) {
-#pragma unroll
-    for (int k = 0; k < 2 * WR * SB / NPROD; k++) {
-        const int u = p + NPROD * k, pp = u & 1, R = (u >> 1) % WR, j = u / (2 * WR);
-        uint4 v[4];
-#pragma unroll
-        for (int t = 0; t < 4; t++)
-            v[t] = *reinterpret_cast<const uint4 *>(&S.raw[rb][R][32 * j + 16 * pp + 4 * t]);
-        uint32_t *d0 = &S.b[st][2 * j][R / 4][0][2 * (R % 4) + pp][0];
-        uint32_t *d1 = &S.b[st][2 * j + 1][R / 4][0][2 * (R % 4) + pp][0];
-        *reinterpret_cast<uint4 *>(d0) = make_uint4(v[0].x, v[1].x, v[2].x, v[3].x);      // s = 0, kk = 0
-        *reinterpret_cast<uint4 *>(d0 + 32) = make_uint4(v[0].y, v[1].y, v[2].y, v[3].y); // s = 0, kk = 1
-        *reinterpret_cast<uint4 *>(d1) = make_uint4(v[0].z, v[1].z, v[2].z, v[3].z);      // s = 1, kk = 0
-        *reinterpret_cast<uint4 *>(d1 + 32) = make_uint4(v[0].w, v[1].w, v[2].w, v[3].w); // s = 1, kk = 1
-    }
-    if (MODE == WEFT_CU_AFFINE && p < WR)
-        *reinterpret_cast<float4 *>(&S.xs[st][p][0]) = *reinterpret_cast<const float4 *>(&S.rxs[rb][p][0]);
-}
 
 // A scale group whose wgmma is in flight: what its fold needs once the accumulators have landed.
 struct WPend {
@@ -126,20 +146,21 @@ __device__ __forceinline__ void w_producer(WSmem<SB> &S, const uint32_t *XF, con
         weft_slot_walk_next(&sw, &lj, &lk);
         return kb;
     };
-    const WCopy<MODE, SB> cp(XF, XS, M, nsub, row0, p);
-    cp.copy(S, 0, load_kb(), p);
+    const WProd<MODE, SB> pr(S, XF, XS, M, nsub, row0, p);
+    pr.copy(0, load_kb(), p);
     cp_commit();
 #pragma unroll 1
     for (int i = 0; i < nblk; i++) {
         const int st = i % NS;
-        cp_wait<0>();
-        bar_sync(BAR_PROD, NPROD); // block i's copies landed for every producer thread; raw[(i + 1) & 1] free
-        if (i + 1 < nblk) {
-            cp.copy(S, (i + 1) & 1, load_kb(), p);
+        if (i + 1 < nblk) { // raw[(i + 1) & 1] was read by this thread only (its own part), at block i − 1
+            pr.copy((i + 1) & 1, load_kb(), p);
             cp_commit();
+            cp_wait<1>(); // block i's copies landed (this thread's: it reads only what it copied)
+        } else {
+            cp_wait<0>();
         }
         if (i >= NS) bar_sync(BAR_EMPTY + st, WTHREADS); // the consumers are done with block i − NS
-        w_transpose<MODE, SB>(S, i & 1, st, p);
+        pr.transpose(i & 1, st, p);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); // st.shared -> wgmma's reads
         bar_arrive(BAR_FULL + st, WTHREADS);
     }
