@@ -158,7 +158,7 @@ if has twice; then
         run "twice_$mask" 60 env WEFT_CUDA_TIMING_TWICE=$mask $W0 --prompt-len 512 --gen-len 96 --repeat 2
     done
 fi
-if has pp; then # prefill with the many-row GEMM and without it (1024 = WEFT_CU_T_NO_GEMM; 4096 = the wgmma GEMM)
+if has pp; then # prefill with the many-row GEMM and without it (1024 = WEFT_CU_T_NO_GEMM; 4096 = the mma.sync GEMM instead of the wgmma GEMM)
     for n in ${WEFT_PP_LENS:-512 2048 8192}; do
         for mask in ${WEFT_PP_MASKS:-0 1024}; do
             run "pp${n}_$mask" 90 env WEFT_CUDA_TIMING_TWICE=$mask $W0 --prompt-len $n --gen-len 2 --repeat 2 \

@@ -133,8 +133,9 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_SPLIT): few rows without the cluster-split
      * GEMM (weft_cu_gemm_q4s); the same bits */
     int no_split;
-    /* timing experiments only, the same bits: 0 = the GEMM where it pays (weft_cu_gemm_q4x), -1 = never
-     * (WEFT_CU_T_NO_GEMM), 2 = the wgmma GEMM where it takes the layout (WEFT_CU_T_WGMMA) */
+    /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
+     * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only (WEFT_CU_T_NO_WGMMA),
+     * -1 = never (WEFT_CU_T_NO_GEMM) */
     int gemm;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
@@ -170,9 +171,10 @@ cudaError_t weft_cu_gemm_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int 
 cudaError_t weft_cu_gemm_q4s(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
 /* The same product on wgmma (gemm_q4w.cu; sm_90a, K blocks of 4 sub-blocks, three layouts: Q4_0, MLX group
- * 64 with bf16 scales, MLX group 32 with f16 scales; cudaErrorNotSupported otherwise). Verified on the H200
- * (session 6: the same bits as weft_cu_gemm_q4x on every layout) but slower (0.94x at 512 rows), so it is
- * reached only by bench_cuda_matmul and the WEFT_CU_T_WGMMA timing knob (weft_cu_epi.gemm == 2). */
+ * 64 with bf16 scales, MLX group 32 with f16 scales; cudaErrorNotSupported otherwise, and on devices other
+ * than compute capability 9.0). The same bits as weft_cu_gemm_q4x on every layout (bench_cuda_matmul).
+ * weft_cu_matmul_q4x hands it the GEMM's Q4_0 products (1.35x weft_cu_gemm_q4x at 512 rows, session 9); the
+ * MLX layouts stay on weft_cu_gemm_q4x (group 64 measured slower here). */
 cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
 /* (EXPERIMENTAL, above weft_cu_i8_prep.) */

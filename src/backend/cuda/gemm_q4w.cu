@@ -1,9 +1,5 @@
-// The many-row 4-bit GEMM on wgmma (sm_90a): weft_cu_gemm_q4w (cuda_kernels.h).
-//
-// STATUS: verified on the H200 in session 6 (bench_cuda_matmul: the same bits as the mma.sync GEMM on every
-// layout) but measured slower than it (0.8x at 512 rows), so it is reachable only through weft_cu_gemm_q4w
-// (the harness's check and timing) and the WEFT_CU_T_WGMMA timing knob; weft_cu_matmul_q4x never picks it on
-// its own. bench/NOTES.md (sessions 5, 6) has the plan and the measurements.
+// The many-row 4-bit GEMM on wgmma (sm_90a): weft_cu_gemm_q4w (cuda_kernels.h). weft_cu_matmul_q4x uses it
+// for the many-row Q4_0 products (session 9: 1.35x the mma.sync GEMM at 512 rows; bench/NOTES.md).
 //
 // Same arithmetic as gemm_q4.cu (mma_q4.cu's header defines it): the probe (bench/cuda/wgmma_probe.cu) showed
 // that one wgmma m64nNk16 step with A in registers computes, per warp (rows 16w .. 16w + 15) and per n8
@@ -11,13 +7,17 @@
 // step s of a sub-block becomes one wgmma step over 64 weight rows x 128 columns (64 activation rows, hi and
 // lo), with B in shared memory holding the same element at every k position: core-matrix row n of step
 // (sub-block j, s), k half kk = the words (t = 0..3, word 2s + kk) of part n % 2 of activation row n / 2 —
-// weft_cu_xq's words transposed 4 x 4 per part while staging. Groups start from +0.0 accumulators (zeroed
-// registers, scale-d = 1), fold on the CUDA cores after wgmma.wait_group, and K blocks are walked slot by
-// slot (q4_slot_block) with gemm_q4.cu's acc / tot sums.
+// weft_cu_xq's words transposed 4 x 4 per part while staging. A group's first step has scale-d = 0 (D = A·B,
+// which differs from A·B + (+0.0) at most in the sign of a zero sum; the fold adds it to an accumulator that
+// starts at +0.0, where a zero's sign cannot show), its sums fold on the CUDA cores after wgmma.wait_group,
+// and K blocks are walked slot by slot (slot_walk.h) with gemm_q4.cu's acc / tot sums.
 //
-// Block: 2 warpgroups (256 threads), warpgroup v owns weight tiles 4v .. 4v + 3 (warp w of it: tile 4v + w),
-// both read the same 64 activation rows. Per K block: cp.async copies the raw prepared words (32·SB·64
-// words) and sums, all threads transpose them into the wgmma layout, then each warpgroup runs its groups.
+// Block: 3 warpgroups. The producer (warpgroup 2) copies each K block's prepared words with cp.async and
+// transposes them into a 3-stage ring of B tiles, handing stages over with named barriers (FULL / EMPTY).
+// The consumers (warpgroups 0, 1) own weight tiles 4v .. 4v + 3 (warp w: tile 4v + w), keep their weight
+// words and scales in registers one K block ahead, and run two accumulator sets so that one group's wgmma
+// runs while the previous group is folded. setmaxnreg moves registers from the producer (56) to the
+// consumers (224).
 #include "cuda_kernels.h"
 #include "pdl.cuh"
 #include "q4_mma.cuh"
@@ -335,14 +335,9 @@ extern "C" cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_x
                                         const weft_cu_epi *epi, cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return cudaGetLastError();
     const WDev d = wdev(w);
     // sm_90a code only, K blocks of 4 sub-blocks, group 32 (Q4_0) or 64 / 128 (MLX)
-    if (major != 9 || minor != 0 || d.sb != 4) return cudaErrorNotSupported;
+    if (!weft_wgmma_on() || d.sb != 4) return cudaErrorNotSupported;
     const int KW = weft_cu_q4_kw(w->rows, w->cols), gpb = 128 / w->group;
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16 && gpb == 4)
         return w_launch<WEFT_CU_OFF8, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, stream);

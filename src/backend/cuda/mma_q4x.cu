@@ -322,7 +322,7 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
     }
     if (M >= WEFT_CU_GEMM_MIN_ROWS && gemm_blocks >= WEFT_CU_GEMM_MIN_BLOCKS && epi->gemm >= 0) {
         cudaError_t e = cudaErrorNotSupported;
-        if (epi->gemm == 2) e = weft_cu_gemm_q4w(w, xq, M, epi, stream);
+        if (epi->gemm == 0 && w->mode == WEFT_CU_OFF8) e = weft_cu_gemm_q4w(w, xq, M, epi, stream);
         if (e == cudaErrorNotSupported) e = weft_cu_gemm_q4x(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }

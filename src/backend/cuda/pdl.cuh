@@ -51,6 +51,13 @@ static inline bool weft_cluster_on() {
     return on;
 }
 
+// Whether the device runs the sm_90a code (wgmma): compute capability exactly 9.0; decided once per process.
+static inline bool weft_wgmma_on() {
+    static const bool on = weft_device_attr(cudaDevAttrComputeCapabilityMajor) == 9 &&
+                           weft_device_attr(cudaDevAttrComputeCapabilityMinor) == 0;
+    return on;
+}
+
 // The current device's SM count (0 if it cannot be read); decided once per process.
 static inline int weft_sm_count() {
     static const int n = weft_device_attr(cudaDevAttrMultiProcessorCount);
