@@ -35,7 +35,7 @@ constexpr int WTILES = 8; // weight tiles per block
 constexpr int NS = 3;     // stages of B in the ring
 // Named barriers (bar.sync id, count; 0 is __syncthreads): FULL + s: stage s holds its K block (the producer
 // arrives, the consumers wait); EMPTY + s: the consumers are done with stage s.
-constexpr int BAR_FULL = 1, BAR_EMPTY = BAR_FULL + NS;
+[[maybe_unused]] constexpr int BAR_FULL = 1, BAR_EMPTY = BAR_FULL + NS;
 
 template <int SB> struct alignas(16) WSmem {
     uint32_t b[NS][2 * SB][NQ][2][8][4]; // the ring: [step 2j + s][quad][k half][core row][word t]
@@ -46,10 +46,10 @@ template <int SB> struct alignas(16) WSmem {
     float tot[2 * NQ][NCONS];            // each consumer thread's running total over the slots
 };
 
-__device__ __forceinline__ void bar_sync(int id, int n) {
+__device__ __forceinline__ __attribute__((unused)) void bar_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
-__device__ __forceinline__ void bar_arrive(int id, int n) {
+__device__ __forceinline__ __attribute__((unused)) void bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 
