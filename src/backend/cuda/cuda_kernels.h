@@ -134,8 +134,8 @@ typedef struct weft_cu_epi {
      * GEMM (weft_cu_gemm_q4s); the same bits */
     int no_split;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
-     * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only (WEFT_CU_T_NO_WGMMA),
-     * -1 = never (WEFT_CU_T_NO_GEMM) */
+     * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
+     * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */
     int gemm;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);

@@ -108,8 +108,8 @@ enum {
     WEFT_CU_T_GU = 64,
     WEFT_CU_T_DOWN = 128,
     WEFT_CU_T_EVENTS = 256,
-    WEFT_CU_T_RQ4 = 512,      /* not a stage: 5..16-row 4-bit matmuls with 4 quads per block (weft_cu_epi) */
-    WEFT_CU_T_NO_GEMM = 1024, /* not a stage: 64+-row 4-bit matmuls without the GEMM (weft_cu_epi) */
+    WEFT_CU_T_RQ4 = 512,       /* not a stage: 5..16-row 4-bit matmuls with 4 quads per block (weft_cu_epi) */
+    WEFT_CU_T_NO_GEMM = 1024,  /* not a stage: 64+-row 4-bit matmuls without the GEMM (weft_cu_epi) */
     WEFT_CU_T_NO_WGMMA = 4096, /* not a stage: many-row Q4_0 matmuls on the mma.sync GEMM, not wgmma */
     WEFT_CU_T_NO_X1S =
         8192, /* not a stage: 1-row 4-bit matmuls without the shared-memory row (weft_cu_epi) */
