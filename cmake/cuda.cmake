@@ -35,6 +35,11 @@ add_library(weft_cuda_kernels STATIC ${WEFT_CUDA_CU})
 set_property(TARGET weft_cuda_kernels PROPERTY COMPILE_OPTIONS "")
 set_property(TARGET weft_cuda_kernels PROPERTY CUDA_ARCHITECTURES OFF) # WEFT_CUDA_GENCODE says which
 target_compile_options(weft_cuda_kernels PRIVATE ${WEFT_CUDA_FLAGS})
+# Whether the build holds sm_90a code (wgmma, setmaxnreg): without it the Hopper-only kernels would only trap,
+# so their launchers refuse (cudaErrorNotSupported) and the mma.sync kernels run instead.
+if(WEFT_CUDA_GENCODE MATCHES "code=sm_90a")
+  target_compile_definitions(weft_cuda_kernels PRIVATE WEFT_CUDA_SM90A=1)
+endif()
 target_include_directories(weft_cuda_kernels PUBLIC ${CMAKE_SOURCE_DIR}/src/backend/cuda)
 target_link_libraries(weft_cuda_kernels PUBLIC CUDA::cudart_static)
 

@@ -507,6 +507,11 @@ int main(int argc, char **argv) {
         // as Qwen3-4B's K = 2560 / 9728 give: 12 blocks over 8 slots, 5 blocks of 2 sub-blocks over 4
         check_q4x(L, 1024, 1536, false);
         if (320 % L.group == 0) check_q4x(L, 64, 320, false);
+        // the wgmma GEMM's stage ring: 1, 3 and 5 K blocks (fewer than its 3 stages, not a multiple of them),
+        // and uneven slots at 4 warps per tile (528+ tiles)
+        for (int64_t K : {128, 384, 640})
+            if (K % L.group == 0) check_q4x(L, 1008, K, false);
+        if (640 % L.group == 0) check_q4x(L, 8448, 640, false);
     }
     // decode-path timings first (the numbers this session is about): the 8B shapes, fused Q|K|V and gate|up
     for (const Layout &L : kLayouts) {

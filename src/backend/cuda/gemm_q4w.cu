@@ -7,10 +7,14 @@
 // step s of a sub-block becomes one wgmma step over 64 weight rows x 128 columns (64 activation rows, hi and
 // lo), with B in shared memory holding the same element at every k position: core-matrix row n of step
 // (sub-block j, s), k half kk = the words (t = 0..3, word 2s + kk) of part n % 2 of activation row n / 2 —
-// weft_cu_xq's words transposed 4 x 4 per part while staging. A group's first step has scale-d = 0 (D = A·B,
-// which differs from A·B + (+0.0) at most in the sign of a zero sum; the fold adds it to an accumulator that
-// starts at +0.0, where a zero's sign cannot show), its sums fold on the CUDA cores after wgmma.wait_group,
-// and K blocks are walked slot by slot (slot_walk.h) with gemm_q4.cu's acc / tot sums.
+// weft_cu_xq's words transposed 4 x 4 per part while staging. A group's first step has scale-d = 0: D = A·B,
+// where the mma.sync kernels compute A·B + (+0.0) — the same value, except that an exactly zero sum could
+// differ in its sign. The fold fmaf(s, p, acc) shows that sign only when acc is −0, which an accumulator
+// starting at +0.0 reaches only through an fp32 underflow of a negative partial sum (|sum| < 2^−149): a known
+// gap in the bit-equality claim for such inputs (bench/NOTES.md session 9 has the fix to measure: −0.0 as the
+// mma.sync kernels' zero addend, which is the identity of IEEE addition). Its sums fold on the CUDA cores
+// after wgmma.wait_group, and K blocks are walked slot by slot (slot_walk.h) with gemm_q4.cu's acc / tot
+// sums.
 //
 // Block: 3 warpgroups. The producer (warpgroup 2) copies each K block's prepared words with cp.async and
 // transposes them into a 3-stage ring of B tiles, handing stages over with named barriers (FULL / EMPTY).
@@ -336,8 +340,14 @@ extern "C" cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_x
     if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
-    // sm_90a code only, K blocks of 4 sub-blocks, group 32 (Q4_0) or 64 / 128 (MLX)
-    if (!weft_wgmma_on() || d.sb != 4) return cudaErrorNotSupported;
+    // sm_90a code only (a compute capability 9.0 device and a build that holds the sm_90a image: any other
+    // image of this kernel traps), K blocks of 4 sub-blocks, group 32 (Q4_0) or 64 / 128 (MLX)
+#ifdef WEFT_CUDA_SM90A
+    constexpr bool has_sm90a = true;
+#else
+    constexpr bool has_sm90a = false;
+#endif
+    if (!has_sm90a || !weft_wgmma_on() || d.sb != 4) return cudaErrorNotSupported;
     const int KW = weft_cu_q4_kw(w->rows, w->cols), gpb = 128 / w->group;
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16 && gpb == 4)
         return w_launch<WEFT_CU_OFF8, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, stream);

@@ -31,8 +31,7 @@ __device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // d[64 x 128] += A (registers: a0..a3, this warp's 16 rows, mma.sync's A fragment) · B (descriptor, 16 x
 // 128), fp32 accumulators, bf16 inputs. scale_d = 1: d is an input (d += A·B); 0: d = A·B (the GEMM's first
-// step of a scale group; equal to A·B + (+0.0) up to the sign of a zero sum, which the fold cannot see:
-// gemm_q4w.cu).
+// step of a scale group; equal to A·B + (+0.0) up to the sign of a zero sum: gemm_q4w.cu's header).
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2,
                                                  uint32_t a3, uint64_t desc, int scale_d = 1) {
     asm volatile(
