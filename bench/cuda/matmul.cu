@@ -233,7 +233,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     const size_t ny = (size_t)MAXM * N * sizeof(float);
     int bad = 0;
     // 64 rows and up run the shared-memory GEMM (gemm_q4.cu): full and partial blocks of 64 rows
-    for (int M : {1, 2, 3, 4, 5, 7, 16, 17, 33, 63, 64, 65, 100, 256, 300}) {
+    for (int M : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 31, 33, 63, 64, 65, 100, 256, 300}) {
         for (int mode = 0; mode < 3; mode++) { // plain, bias, bias + accumulate
             const float *bp = mode ? db : nullptr;
             const int accu = mode == 2;
