@@ -64,10 +64,10 @@ fi
 
 if has test; then
     xz -dc "$C/test_cuda_backend.xz" >/tmp/w/test_cuda_backend && chmod +x /tmp/w/test_cuda_backend
-    run test 240 /tmp/w/test_cuda_backend
+    run test 240 /tmp/w/test_cuda_backend $M # the fixtures, then chunk-cut invariance on the 8B file
     if ! grep -q "^rc=0" "$LOG/test.log"; then # keep measuring, without PDL, if that is what broke
         export WEFT_CUDA_NO_PDL=1
-        run test_nopdl 240 /tmp/w/test_cuda_backend
+        run test_nopdl 240 /tmp/w/test_cuda_backend $M
     fi
 fi
 

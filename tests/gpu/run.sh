@@ -32,7 +32,8 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,driver
     >"$LOG/gpu.txt" 2>&1
 cat "$LOG/gpu.txt"
 
-stage fixtures 150 "$BIN/test_cuda_backend"
+# WEFT_GPU_MODEL (optional): a real-shape GGUF (bench/cuda/peer_gguf.py) for test_cuda_backend's chunk-cut check
+stage fixtures 150 "$BIN/test_cuda_backend" ${WEFT_GPU_MODEL:+"$WEFT_GPU_MODEL"}
 # --backend auto on a model the GPU backend refuses (stories260K: head size 8) runs it on the CPU and says so
 if [ -x "$BIN/weft" ]; then
     stage auto_fallback 60 bash -c "o=\$('$BIN/weft' run tests/data/stories260K/stories260K.gguf --backend auto \

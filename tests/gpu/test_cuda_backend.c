@@ -3,8 +3,9 @@
  * exactness invariants through the backend vtable, bit for bit (SPEC §4.3): 1-row steps == one whole call,
  * chunks interleaved with another stream == whole, caches equal, restored snapshot + rest == fresh, 16
  * concurrent sampled streams == each alone, drafted windows with keep() == serial decoding; then admission
- * refusals and all device memory back after destroy. Prints one table line per fixture. Exit status 1 on any
- * failure. */
+ * refusals and all device memory back after destroy. Prints one table line per fixture. With a GGUF path as
+ * argument (bench/cuda/peer_gguf.py's 8B-shape file), also the same invariants at a real shape, where the
+ * 4-bit matmuls take every kernel path (test_real_shape). Exit status 1 on any failure. */
 #include "check.h"
 #include "weft/cuda_backend.h"
 #include "weft/gguf.h"
@@ -385,7 +386,75 @@ static void test_refusal(void) {
     free_fixture(&f);
 }
 
-int main(void) {
+/* Exactness at a real shape (argument 1: a GGUF such as bench/cuda/peer_gguf.py's 8B-shape Q4_0 file): one
+ * 600-token prompt fed in chunks of 512 rows (the many-row products on the wgmma / shared-memory GEMM), 24
+ * rows (the 17..32-row kernels, the GEMM on large weights) and 7 rows (the cluster-split GEMM), each followed
+ * by 8 greedy decode steps: every row's logits and every draw must be bit-identical across the three (SPEC
+ * §4.3: chunk-cut invariance). The fixtures are too small for most of these kernel paths. */
+#define RS_P     600
+#define RS_STEPS 8
+static void test_real_shape(const char *path) {
+    weft_err err = {0};
+    weft_gguf *g = NULL;
+    weft_config cfg;
+    weft_tensor_set *ts = weft_tensor_set_new();
+    const int T = RS_P + RS_STEPS, chunks[3] = {512, 24, 7};
+    float *z[3] = {NULL, NULL, NULL};
+    int32_t seq[3][RS_P + RS_STEPS], draws[RS_P + RS_STEPS];
+    if (weft_gguf_open_file(path, &g, &err) || weft_gguf_config(g, &cfg, &err) ||
+        weft_gguf_tensors(g, ts, &err)) {
+        CHECK_MSG(0, "%s: %s", path, err.msg);
+        goto done;
+    }
+    const int64_t V = cfg.vocab_size;
+    weft_cuda_backend_opts o = {0, 3, 512, T + 8, 0, false};
+    weft_backend be;
+    if (weft_cuda_backend_new(&cfg, ts, &o, &be, &err) != WEFT_OK) {
+        CHECK_MSG(0, "%s: %s", path, err.msg);
+        goto done;
+    }
+    weft_sampling greedy;
+    weft_sampling_defaults(&greedy);
+    greedy.temperature = 0;
+    uint64_t x = 0x9E3779B97F4A7C15ull; /* a fixed pseudo-random prompt */
+    for (int i = 0; i < RS_P; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        seq[0][i] = seq[1][i] = seq[2][i] = (int32_t)((x >> 33) % (uint64_t)V);
+    }
+    for (int v = 0; v < 3; v++) {
+        z[v] = malloc((size_t)T * (size_t)V * sizeof(float));
+        CHECK_MSG(z[v] != NULL, "real shape: %zu bytes of host memory",
+                  (size_t)T * (size_t)V * sizeof(float));
+        if (!z[v]) break;
+        CHECK_MSG(be.ops->open(be.self, v, T + 8, &err) == WEFT_OK, "open %d: %s", v, err.msg);
+        for (int a = 0; a < RS_P; a += chunks[v]) {
+            const int b = a + chunks[v] < RS_P ? a + chunks[v] : RS_P;
+            feed(&be, v, seq[v], a, b, &greedy, draws + a, z[v] + (int64_t)a * V);
+        }
+        for (int s = 0; s < RS_STEPS; s++) { /* the reply: each step feeds the previous row's draw */
+            seq[v][RS_P + s] = draws[RS_P - 1 + s];
+            feed(&be, v, seq[v], RS_P + s, RS_P + s + 1, &greedy, draws + RS_P + s,
+                 z[v] + (int64_t)(RS_P + s) * V);
+        }
+        be.ops->release(be.self, v);
+    }
+    if (z[0] && z[1] && z[2]) {
+        const size_t bytes = (size_t)T * (size_t)V * sizeof(float);
+        const bool eq1 = !memcmp(z[0], z[1], bytes) && !memcmp(seq[0], seq[1], sizeof seq[0]),
+                   eq2 = !memcmp(z[0], z[2], bytes) && !memcmp(seq[0], seq[2], sizeof seq[0]);
+        CHECK_MSG(eq1, "%s: chunks of 24 differ from chunks of 512", path);
+        CHECK_MSG(eq2, "%s: chunks of 7 differ from chunks of 512", path);
+        printf("  real shape (%s): %d-token prompt + %d steps, chunks 512 / 24 / 7: %s / %s\n", path, RS_P,
+               RS_STEPS, eq1 ? "eq" : "NE", eq2 ? "eq" : "NE");
+    }
+    be.ops->destroy(be.self);
+done:
+    for (int v = 0; v < 3; v++) free(z[v]);
+    weft_tensor_set_free(ts);
+    weft_gguf_close(g);
+}
+
+int main(int argc, char **argv) {
     if (weft_cuda_device_count() <= 0) {
         fprintf(stderr,
                 "test_cuda_backend: no CUDA device visible; run on the GPU machine (tests/gpu/run.sh)\n");
@@ -395,5 +464,6 @@ int main(void) {
                            "llama-gguf-f16", "llama-gguf-q8_0", "llama-gguf-q4_0"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_fixture(names[i]);
     test_refusal();
+    if (argc > 1) test_real_shape(argv[1]);
     return check_report("test_cuda_backend");
 }
