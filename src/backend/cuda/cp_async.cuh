@@ -9,13 +9,18 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+// cp_async<16> to a shared-memory address (smem_addr's form), for kernels that keep their addresses as
+// 32-bit offsets.
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+
 // Copies BYTES (4, 8 or 16; dst and src aligned to it) from global to shared memory asynchronously; with ok
 // false, writes zeros instead (src is not read).
 template <int BYTES> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
     if constexpr (BYTES == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                     "r"(ok ? 16 : 0)
-                     : "memory");
+        cp_async16_s(smem_addr(dst), src, ok);
     } else {
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem_addr(dst)), "l"(src),
                      "n"(BYTES), "r"(ok ? BYTES : 0)

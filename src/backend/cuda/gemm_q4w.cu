@@ -92,15 +92,9 @@ template <int MODE, int SB> struct WProd {
 #pragma unroll
         for (int j = 0; j < SB; j++)
 #pragma unroll
-            for (int t = 0; t < 4; t++)
-                asm volatile(
-                    "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst + 4 * (32 * j + 4 * t)),
-                    "l"(src + 32 * j + 4 * t), "r"(ok ? 16 : 0)
-                    : "memory");
+            for (int t = 0; t < 4; t++) cp_async16_s(dst + 4 * (32 * j + 4 * t), src + 32 * j + 4 * t, ok);
         if (MODE == WEFT_CU_AFFINE && p < WR)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(rxs0 + rb * XS_BUF),
-                         "l"(xs + (xs_ok ? kb * SB : 0)), "r"(xs_ok ? 16 : 0)
-                         : "memory");
+            cp_async16_s(rxs0 + rb * XS_BUF, xs + (xs_ok ? kb * SB : 0), xs_ok);
     }
     __device__ __forceinline__ void transpose(int rb, int st, int p) const {
         const uint32_t src = raw0 + rb * RAW_BUF, dst = b0 + st * B_STAGE;
