@@ -270,7 +270,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         }
     }
     // three-way split (segments at 16-row multiples) == the plain store's slices
-    for (const int M : {5, 70}) {
+    for (const int M : {1, 5, 70}) { // (1: gemv_q4.cu)
         if (N < 48) break;
         const int64_t e0 = 16 * (N / 48), e1 = 2 * e0;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
@@ -302,7 +302,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         EXPECT(ok, "%s q4x: split epilogue differs from the plain store (M=%d)", L.name, M);
     }
     // SwiGLU epilogue == plain store, de-interleaved, then weft_cu_swiglu
-    for (const int M : {7, 70}) {
+    for (const int M : {1, 7, 70}) {
         const int64_t I = N / 2;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
         const weft_cu_epi plain = weft_cu_epi_store(dy, N, nullptr, 0, N);
@@ -420,9 +420,11 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         const double sk16 = stream_ms(true, 16), sk64 = stream_ms(true, 64);
         e.no_split = 0;
         const double sn64 = stream_ms(true, 64);
-        e.no_x1s = 1; // the one-row kernel without the shared-memory row (session 5), for comparison
+        e.no_gemv = 1; // mma_q4x.cu's one-row kernel (session 9's decode), for comparison
+        const double sg1 = stream_ms(true, 1);
+        e.no_x1s = 1; // ... and without its shared-memory row (session 5)
         const double sx1 = stream_ms(true, 1);
-        e.no_x1s = 0;
+        e.no_x1s = e.no_gemv = 0;
         for (int c = 1; c < ncopy; c++) {
             cudaFree(cp[c].q);
             cudaFree(cp[c].s);
@@ -430,10 +432,10 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         }
         CK(cudaGetLastError());
         printf("\n    back to back (graph-like, cold): M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s "
-               "(without the shared row %.4f ms %5.0f GB/s) | M=16 %.4f ms (no split %.4f) | M=64 %.4f ms "
-               "(no split %.4f)",
-               so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sx1, W.w.bytes / sx1 / 1e6, sn16, sk16,
-               sn64, sk64);
+               "(mma_q4x.cu's %.4f ms %5.0f GB/s, without the shared row %.4f ms %5.0f GB/s) | M=16 %.4f ms "
+               "(no split %.4f) | M=64 %.4f ms (no split %.4f)",
+               so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sg1, W.w.bytes / sg1 / 1e6, sx1,
+               W.w.bytes / sx1 / 1e6, sn16, sk16, sn64, sk64);
         printf("\n    M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s (hot %.4f ms %5.0f GB/s) | prep "
                "%.4f ms"
                "\n    M=4 %.4f / %.4f | M=16 %.4f / %.4f | M=256 %.3f / %.3f ms (%.1f / %.1f TFLOP/s)",
@@ -480,6 +482,26 @@ int main(int argc, char **argv) {
         CK(cudaDeviceSynchronize());
         printf("%s %s %lldx%lld M=%d: %.4f ms\n", L.name, argv[1], (long long)N, (long long)K, M,
                time_ms([&] { gemm(); }, 1, 5));
+        return 0;
+    }
+    if (argc == 4 && !strcmp(argv[1], "gemv")) { // bench_cuda_matmul gemv N K: one row through the dispatch
+        // (weft_cu_gemv_q4; WEFT_NO_GEMV=1: mma_q4x.cu's one-row kernel), back to back, for a profiler
+        N = atoll(argv[2]);
+        K = atoll(argv[3]);
+        const Layout &L = kLayouts[8]; // Q4_0-mma
+        Weight W = make_weight(L, N, K, 7);
+        weft_cu_xq xq{nullptr, nullptr, K};
+        float *dy = nullptr;
+        CK(cudaMalloc(&xq.f, (size_t)K * sizeof(uint32_t)));
+        CK(cudaMalloc(&xq.s, (size_t)(K / 32) * sizeof(float)));
+        CK(cudaMalloc(&dy, (size_t)N * sizeof(float)));
+        CK(cudaMemset(xq.f, 0x3c, (size_t)K * sizeof(uint32_t)));
+        weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
+        e.no_gemv = getenv("WEFT_NO_GEMV") != nullptr;
+        for (int r = 0; r < 3; r++) CK(weft_cu_matmul_q4x(&W.w, &xq, 1, &e, 0));
+        CK(cudaDeviceSynchronize());
+        printf("%s gemv%s %lldx%lld: %.4f ms\n", L.name, e.no_gemv ? " (mma_q4x.cu)" : "", (long long)N,
+               (long long)K, time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, 1, &e, 0); }, 1, 5));
         return 0;
     }
     if (argc == 3) {

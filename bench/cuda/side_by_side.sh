@@ -10,7 +10,7 @@
 # Parts (WEFT_SBS): pp = prefill 512/2k/8k with and without the many-row GEMM (WEFT_PP_MASKS: timing knobs);
 # matmul / attn = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
-# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM); attnncu = those of the prefill attention tiles; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
+# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls); attnncu = those of the prefill attention tiles; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -110,6 +110,21 @@ if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with stall re
     ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemm_q4w --launch-skip 3 \
         --launch-count 1 -f -o /tmp/wgemm /tmp/w/bench_cuda_matmul wgemm 14336 4096 512 >/dev/null 2>&1 &&
         ncu -i /tmp/wgemm.ncu-rep --page source --print-source sass --csv >"$LOG/wgemm_sass.csv" 2>&1
+fi
+
+if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's and mma_q4x.cu's (WEFT_NO_GEMV)
+    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    NS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
+    for nk in "28672 4096" "4096 14336"; do
+        run "gemvncu_${nk% *}" 120 ncu --clock-control none $NS -k regex:gemv_q4 --launch-skip 3 --launch-count 1 \
+            /tmp/w/bench_cuda_matmul gemv $nk
+        run "gemvncu_old_${nk% *}" 120 env WEFT_NO_GEMV=1 ncu --clock-control none $NS -k regex:q4x_kernel \
+            --launch-skip 3 --launch-count 1 /tmp/w/bench_cuda_matmul gemv $nk
+    done
+    ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemv_q4 --launch-skip 3 \
+        --launch-count 1 -f -o /tmp/gemv /tmp/w/bench_cuda_matmul gemv 28672 4096 >/dev/null 2>&1 &&
+        ncu -i /tmp/gemv.ncu-rep --page source --print-source sass --csv >"$LOG/gemv_sass.csv" 2>&1
 fi
 
 if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)

@@ -130,6 +130,9 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_X1S): one row without the shared-memory copy of its words (the
      * session 5 kernel); the same bits */
     int no_x1s;
+    /* timing experiments only (WEFT_CU_T_NO_GEMV): one row on mma_q4x.cu's kernels instead of
+     * weft_cu_gemv_q4; the same bits */
+    int no_gemv;
     /* timing experiments only (WEFT_CU_T_NO_SPLIT): few rows without the cluster-split
      * GEMM (weft_cu_gemm_q4s); the same bits */
     int no_split;
@@ -177,6 +180,14 @@ cudaError_t weft_cu_gemm_q4s(const weft_cu_weight *w, const weft_cu_xq *xq, int 
  * MLX layouts stay on weft_cu_gemm_q4x (group 64 measured slower here). */
 cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
+/* The same product (the same bits, the same epilogues) for one activation row (M == 1, batch-1 decode;
+ * gemv_q4.cu): blocks take runs of consecutive 16-row tiles, and each warp streams its K blocks of the whole
+ * run through a ring of cp.async copies in shared memory. Returns cudaErrorNotSupported for the shapes it
+ * does not take (K blocks of fewer than 4 sub-blocks, a K block's scales under 4 bytes, fewer K blocks than
+ * warps per tile, a row too long for shared memory); weft_cu_matmul_q4x hands it every one-row product and
+ * runs its own kernel on those. */
+cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, const weft_cu_epi *epi,
+                            cudaStream_t stream);
 /* (EXPERIMENTAL, above weft_cu_i8_prep.) */
 cudaError_t weft_cu_matmul_i8x(const weft_cu_weight *w, const uint32_t *XL, int M, const weft_cu_epi *epi,
                                cudaStream_t stream);

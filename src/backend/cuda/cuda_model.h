@@ -113,7 +113,8 @@ enum {
     WEFT_CU_T_NO_WGMMA = 4096, /* not a stage: many-row Q4_0 matmuls on the mma.sync GEMM, not wgmma */
     WEFT_CU_T_NO_X1S =
         8192, /* not a stage: 1-row 4-bit matmuls without the shared-memory row (weft_cu_epi) */
-    WEFT_CU_T_NO_SPLIT = 16384 /* not a stage: few-row 4-bit matmuls without the cluster-split GEMM */
+    WEFT_CU_T_NO_SPLIT = 16384, /* not a stage: few-row 4-bit matmuls without the cluster-split GEMM */
+    WEFT_CU_T_NO_GEMV = 32768 /* not a stage: one-row 4-bit matmuls on mma_q4x.cu's kernels, not gemv_q4.cu */
 };
 
 #endif

@@ -73,6 +73,7 @@ static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
     e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
     e.no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0;
     e.no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0;
+    e.no_gemv = (b->twice & WEFT_CU_T_NO_GEMV) != 0;
     e.gemm = (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : (b->twice & WEFT_CU_T_NO_WGMMA) ? 1 : 0;
     return e;
 }

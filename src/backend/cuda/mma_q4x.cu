@@ -19,50 +19,6 @@
 
 namespace {
 
-// One K block of one tile (the lane's loads in S) into the running sums: per sub-block, the two mma of each
-// activation quad, and at the end of a scale group the fold into acc (mma_q4.cu's arithmetic).
-template <int MODE, int SDT, int SB, int GPB, int RQ>
-__device__ __forceinline__ void
-q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float (&s1)[SB],
-          const uint32_t *xlane, const float *__restrict__ XS, int64_t nsub, int M, int row0, int kb, int g,
-          int t, float (&acc)[RQ][2], float (&C)[RQ][4], float (&sxg)[RQ]) {
-    constexpr int SPB = SB / GPB; // sub-blocks per scale group
-#pragma unroll
-    for (int j = 0; j < SB; j++) {
-        const bool first = j % SPB == 0, last = (j + 1) % SPB == 0;
-        uint32_t Pg[4], Ph[4];
-        q4_dec_word(S.wg[j], Pg);
-        q4_dec_word(S.wh[j], Ph);
-        float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
-        if (last) {
-            sg = S.sg.get(j / SPB);
-            sh = S.sh.get(j / SPB);
-            if (MODE == WEFT_CU_AFFINE) {
-                bg = q4_affine_b(sg, S.bg.get(j / SPB));
-                bh = q4_affine_b(sh, S.bh.get(j / SPB));
-            }
-        }
-        const int64_t u = (int64_t)kb * SB + j;
-#pragma unroll
-        for (int q = 0; q < RQ; q++) {
-            uint4 xv;
-            float ls;
-            if (RQ == 1) {
-                xv = x1[j];
-                ls = s1[j];
-            } else {
-                const int xi = row0 + 4 * q + (g >> 1), si = row0 + 4 * q + t;
-                xv = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
-                            : make_uint4(0u, 0u, 0u, 0u);
-                ls = (MODE == WEFT_CU_AFFINE && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
-            }
-            q4_mma_sub(C[q], Pg, Ph, xv, first);
-            if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
-            if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
-        }
-    }
-}
-
 // x of one K block for RQ == 1 (activation rows row0 .. row0 + 3): the lane's B words and the sums of row
 // row0 + t.
 template <int MODE, int SB>
@@ -324,6 +280,10 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
         cudaError_t e = cudaErrorNotSupported;
         if (epi->gemm == 0 && w->mode == WEFT_CU_OFF8) e = weft_cu_gemm_q4w(w, xq, M, epi, stream);
         if (e == cudaErrorNotSupported) e = weft_cu_gemm_q4x(w, xq, M, epi, stream);
+        if (e != cudaErrorNotSupported) return e;
+    }
+    if (M == 1 && !epi->no_gemv) { // one row: the streaming kernel (gemv_q4.cu), same bits
+        const cudaError_t e = weft_cu_gemv_q4(w, xq, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
     const WDev d = wdev(w);

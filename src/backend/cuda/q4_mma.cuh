@@ -34,12 +34,26 @@ __device__ __forceinline__ uint32_t q4_bf16x2_add(uint32_t v, uint32_t c) {
     return r;
 }
 
+// (a & m) | c in one LOP3 (LUT 0xEA), both constants in registers: the compiler splits (a & 0x000F000F) |
+// 0x43004300 into two LOP3 when both are immediates (one immediate operand per LOP3).
+__device__ __forceinline__ uint32_t q4_and_or(uint32_t a, uint32_t m, uint32_t c) {
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "r"(m), "r"(c));
+    return r;
+}
+
 // One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q[n] − 8, q[n + 4] − 8) for n < 4: the
 // magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
-__device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
+// ONE_LOP3: the mask and the or in one instruction (q4_and_or) — the same integers. Measured (bench/NOTES.md
+// session 10): the one-row kernels' K-block loop 243 → 211 instructions, faster; the wgmma GEMM slower (its
+// consumers rematerialise the constants: more MOVs, 0.413 → 0.438 ms at 512 rows), so the GEMMs keep the
+// two-LOP3 form.
+template <bool ONE_LOP3 = false> __device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
 #pragma unroll
     for (int n = 0; n < 4; n++)
-        P[n] = q4_bf16x2_add(((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u, 0xC308C308u);
+        P[n] = q4_bf16x2_add(ONE_LOP3 ? q4_and_or(w >> (4 * n), 0x000F000Fu, 0x43004300u)
+                                      : ((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u,
+                             0xC308C308u);
 }
 
 __device__ __forceinline__ void q4_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -201,6 +215,51 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
         }
     }
 };
+
+// One K block of one tile (the lane's loads in S; mma_q4x.cu's and gemv_q4.cu's kernels) into the running
+// sums: per sub-block, the two mma of each activation quad, and at the end of a scale group the fold into acc
+// (mma_q4.cu's arithmetic).
+template <int MODE, int SDT, int SB, int GPB, int RQ>
+__device__ __forceinline__ void
+q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float (&s1)[SB],
+          const uint32_t *xlane, const float *__restrict__ XS, int64_t nsub, int M, int row0, int kb, int g,
+          int t, float (&acc)[RQ][2], float (&C)[RQ][4], float (&sxg)[RQ]) {
+    constexpr int SPB = SB / GPB; // sub-blocks per scale group
+#pragma unroll
+    for (int j = 0; j < SB; j++) {
+        const bool first = j % SPB == 0, last = (j + 1) % SPB == 0;
+        uint32_t Pg[4], Ph[4];
+        q4_dec_word<true>(S.wg[j], Pg);
+        q4_dec_word<true>(S.wh[j], Ph);
+        float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
+        if (last) {
+            sg = S.sg.get(j / SPB);
+            sh = S.sh.get(j / SPB);
+            if (MODE == WEFT_CU_AFFINE) {
+                bg = q4_affine_b(sg, S.bg.get(j / SPB));
+                bh = q4_affine_b(sh, S.bh.get(j / SPB));
+            }
+        }
+        const int64_t u = (int64_t)kb * SB + j;
+#pragma unroll
+        for (int q = 0; q < RQ; q++) {
+            uint4 xv;
+            float ls;
+            if (RQ == 1) {
+                xv = x1[j];
+                ls = s1[j];
+            } else {
+                const int xi = row0 + 4 * q + (g >> 1), si = row0 + 4 * q + t;
+                xv = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
+                            : make_uint4(0u, 0u, 0u, 0u);
+                ls = (MODE == WEFT_CU_AFFINE && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
+            }
+            q4_mma_sub(C[q], Pg, Ph, xv, first);
+            if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
+            if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
+        }
+    }
+}
 
 // The one-row kernels' staging of a warp's prepared row (mma_q4x.cu's X1S, mma_i8.cu): copies the 32·SB-word
 // blocks of the warp's K blocks w, w + KW, ... (mine of them) from src to the same word offsets of dst with
