@@ -251,11 +251,14 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             EXPECT(eq, "%s %lldx%lld q4x: M=%d mode %d differs from the fp32-activation kernel", L.name,
                    (long long)N, (long long)K, M, mode);
             // the GEMMs (mma.sync, wgmma) at every M, whether or not weft_cu_matmul_q4x would pick them here
-            static const char *const gname[3] = {"mma.sync", "wgmma", "cluster-split"};
-            for (int wg = 0; wg < 3; wg++) {
+            // (and, at one row, the streaming one-row kernel, dispatched for Q4_0 only)
+            static const char *const gname[4] = {"mma.sync", "wgmma", "cluster-split", "gemv_q4.cu"};
+            for (int wg = 0; wg < 4; wg++) {
+                if (wg == 3 && M != 1) continue;
                 CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
                 if (!accu) CK(cudaMemset(dy2, 0xff, ny));
-                const cudaError_t ge = wg == 2   ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
+                const cudaError_t ge = wg == 3   ? weft_cu_gemv_q4(&W.w, &xq, &e, 0)
+                                       : wg == 2 ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
                                        : wg == 1 ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
                                                  : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
                 if (ge == cudaErrorNotSupported) continue;
@@ -264,8 +267,8 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 const bool geq = !memcmp(gv.data(), a.data(), (size_t)M * N * sizeof(float));
                 bad += !geq;
-                EXPECT(geq, "%s %lldx%lld %s GEMM: M=%d mode %d differs from the fp32-activation kernel",
-                       L.name, (long long)N, (long long)K, gname[wg], M, mode);
+                EXPECT(geq, "%s %lldx%lld %s: M=%d mode %d differs from the fp32-activation kernel", L.name,
+                       (long long)N, (long long)K, gname[wg], M, mode);
             }
         }
     }

@@ -109,12 +109,13 @@ if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with stall re
     # stall samples per SASS instruction (a CSV: ncu's source page of the same kernel)
     ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemm_q4w --launch-skip 3 \
         --launch-count 1 -f -o /tmp/wgemm /tmp/w/bench_cuda_matmul wgemm 14336 4096 512 >/dev/null 2>&1 &&
-        ncu -i /tmp/wgemm.ncu-rep --page source --print-source sass --csv >"$LOG/wgemm_sass.csv" 2>&1
+        ncu -i /tmp/wgemm.ncu-rep --page source --print-source sass --csv >"$LOG/wgemm_sass.csv.log" 2>&1
 fi
 
 if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's and mma_q4x.cu's (WEFT_NO_GEMV)
     xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
     NS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio \
         --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
     for nk in "28672 4096" "4096 14336"; do
         run "gemvncu_${nk% *}" 120 ncu --clock-control none $NS -k regex:gemv_q4 --launch-skip 3 --launch-count 1 \
@@ -124,7 +125,7 @@ if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's and
     done
     ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemv_q4 --launch-skip 3 \
         --launch-count 1 -f -o /tmp/gemv /tmp/w/bench_cuda_matmul gemv 28672 4096 >/dev/null 2>&1 &&
-        ncu -i /tmp/gemv.ncu-rep --page source --print-source sass --csv >"$LOG/gemv_sass.csv" 2>&1
+        ncu -i /tmp/gemv.ncu-rep --page source --print-source sass --csv >"$LOG/gemv_sass.csv.log" 2>&1
 fi
 
 if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)

@@ -184,8 +184,9 @@ cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int 
  * gemv_q4.cu): blocks take runs of consecutive 16-row tiles, and each warp streams its K blocks of the whole
  * run through a ring of cp.async copies in shared memory. Returns cudaErrorNotSupported for the shapes it
  * does not take (K blocks of fewer than 4 sub-blocks, a K block's scales under 4 bytes, fewer K blocks than
- * warps per tile, a row too long for shared memory); weft_cu_matmul_q4x hands it every one-row product and
- * runs its own kernel on those. */
+ * warps per tile, a row too long for shared memory). weft_cu_matmul_q4x hands it the one-row Q4_0 products
+ * (the MLX layouts measured slower here than on its own kernel, bench/NOTES.md session 10) and runs its own
+ * kernel on the shapes this one refuses. */
 cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, const weft_cu_epi *epi,
                             cudaStream_t stream);
 /* (EXPERIMENTAL, above weft_cu_i8_prep.) */

@@ -282,7 +282,10 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
         if (e == cudaErrorNotSupported) e = weft_cu_gemm_q4x(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
-    if (M == 1 && !epi->no_gemv) { // one row: the streaming kernel (gemv_q4.cu), same bits
+    // One row of Q4_0: the streaming kernel (gemv_q4.cu), same bits. It takes the MLX layouts too (checked by
+    // bench_cuda_matmul) but was measured slower than the kernel here on them (group 64: 0.0204 vs 0.0174 ms
+    // on 14336x4096, bench/NOTES.md session 10), so they stay here.
+    if (M == 1 && w->mode == WEFT_CU_OFF8 && !epi->no_gemv) {
         const cudaError_t e = weft_cu_gemv_q4(w, xq, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
