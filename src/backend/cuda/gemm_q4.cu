@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
 #pragma unroll
                     for (int m = 0; m < TPW; m++) {
                         // the lane's words of rows g and g + 8 of tile TPW·wm + m for sub-block j
-                        q4_dec_word(S.a[TPW * wm + m][lane * SB + j], P[m][0]);
-                        q4_dec_word(S.a[TPW * wm + m][32 * SB + lane * SB + j], P[m][1]);
+                        q4_dec_word<true>(S.a[TPW * wm + m][lane * SB + j], P[m][0]);
+                        q4_dec_word<true>(S.a[TPW * wm + m][32 * SB + lane * SB + j], P[m][1]);
                         sc[m][0] = sc[m][1] = bc[m][0] = bc[m][1] = 0.0f;
                         if (last) {
 #pragma unroll

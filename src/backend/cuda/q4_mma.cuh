@@ -45,9 +45,10 @@ __device__ __forceinline__ uint32_t q4_and_or(uint32_t a, uint32_t m, uint32_t c
 // One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q[n] − 8, q[n + 4] − 8) for n < 4: the
 // magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
 // ONE_LOP3: the mask and the or in one instruction (q4_and_or) — the same integers. Measured (bench/NOTES.md
-// session 10): the one-row kernels' K-block loop 243 → 211 instructions, faster; the wgmma GEMM slower (its
-// consumers rematerialise the constants: more MOVs, 0.413 → 0.438 ms at 512 rows), so the GEMMs keep the
-// two-LOP3 form.
+// session 10): faster in the one-row kernels (their K-block loop 243 → 211 instructions), the mma.sync GEMM
+// (512 rows 0.555 → 0.520 ms) and the split GEMM (16 rows 0.0372 → 0.0359 ms); slower in the wgmma GEMM (its
+// consumers rematerialise the constants: more MOVs, 0.413 → 0.438 ms at 512 rows), which keeps the two-LOP3
+// form.
 template <bool ONE_LOP3 = false> __device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
 #pragma unroll
     for (int n = 0; n < 4; n++)
