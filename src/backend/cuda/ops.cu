@@ -80,35 +80,50 @@ __global__ void __launch_bounds__(T)
 }
 
 // One block per (row, group of kRopeHeads heads of q|k): thread (i, h) rotates pair i of head h (the angle is
-// recomputed per head: the same expression, so the same bits, and no serial pass over the heads), then the
-// block copies its k heads and the matching v heads into the KV cache row.
-constexpr int kRopeHeads = 4;
+// recomputed per head: the same expression, so the same bits, and no serial pass over the heads) and, for a
+// k head, writes the rotated pair into the KV cache row as well; the block then copies its k heads' other
+// dimensions and the matching v heads. No thread reads what another writes, so no barrier. The first
+// kRopePre inv_freq values of each thread are loaded before the PDL wait (uploaded once at load, written by
+// no kernel: pdl.cuh), so the angle waits only for the row's position.
+constexpr int kRopeHeads = 4, kRopePre = 4;
 __global__ void __launch_bounds__(128)
     rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows, int Hq,
                       int Hkv, int d, int layer, weft_cu_rope rope) {
-    weft_pdl_enter();
     const int r = blockIdx.x, h0 = blockIdx.y * kRopeHeads, t = threadIdx.x, T = blockDim.x;
+    const int half = rope.rot / 2, nh = min(kRopeHeads, Hq + Hkv - h0), npair = half * nh;
+    float fpre[kRopePre];
+#pragma unroll
+    for (int j = 0; j < kRopePre; j++) fpre[j] = t + j * T < npair ? rope.inv_freq[(t + j * T) % half] : 0.0f;
+    weft_pdl_enter();
     const weft_cu_row row = rows[r];
-    const int qd = Hq * d, kvd = Hkv * d, half = rope.rot / 2, nh = min(kRopeHeads, Hq + Hkv - h0);
+    const int qd = Hq * d, kvd = Hkv * d;
     float *qr = q + (int64_t)r * qd, *kr = k + (int64_t)r * kvd;
-    for (int idx = t; idx < half * nh; idx += T) {
+    float *K = row.kv + ((size_t)(2 * layer) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
+    float *V = row.kv + ((size_t)(2 * layer + 1) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
+    auto rotate = [&](int idx, float f) {
         const int i = idx % half, h = h0 + idx / half;
-        const float ang = (float)row.pos * rope.inv_freq[i];
+        const float ang = (float)row.pos * f;
         const float c = cosf(ang) * rope.attn_factor, s = sinf(ang) * rope.attn_factor;
         const int a = rope.adjacent ? 2 * i : i, b = rope.adjacent ? 2 * i + 1 : i + half;
         float *x = h < Hq ? qr + (int64_t)h * d : kr + (int64_t)(h - Hq) * d;
         const float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x1 * c + x0 * s;
-    }
+        const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+        x[a] = y0;
+        x[b] = y1;
+        if (h >= Hq) {
+            K[(int64_t)(h - Hq) * d + a] = y0;
+            K[(int64_t)(h - Hq) * d + b] = y1;
+        }
+    };
+#pragma unroll
+    for (int j = 0; j < kRopePre; j++)
+        if (t + j * T < npair) rotate(t + j * T, fpre[j]);
+    for (int idx = t + kRopePre * T; idx < npair; idx += T) rotate(idx, rope.inv_freq[idx % half]);
+    // The rotated dimensions are [0, rot) either way (pairs (i, i + rot/2) or (2i, 2i + 1), i < rot/2).
     const int k0 = max(h0, Hq) - Hq, k1 = h0 + nh - Hq; // this block's kv heads [k0, k1)
-    if (k1 <= k0) return;
-    __syncthreads();
-    float *K = row.kv + ((size_t)(2 * layer) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
-    float *V = row.kv + ((size_t)(2 * layer + 1) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
     const float *vr = v + (int64_t)r * kvd;
     for (int i = k0 * d + t; i < k1 * d; i += T) {
-        K[i] = kr[i];
+        if (i % d >= rope.rot) K[i] = kr[i];
         V[i] = vr[i];
     }
 }
