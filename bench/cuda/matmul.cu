@@ -231,7 +231,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     CK(cudaMalloc(&xq.f, (size_t)MAXM * K * sizeof(uint32_t)));
     CK(cudaMalloc(&xq.s, (size_t)MAXM * (K / 32) * sizeof(float)));
     const size_t ny = (size_t)MAXM * N * sizeof(float);
-    int bad = 0;
+    int bad = 0, gemv_ran = 0;
     // 64 rows and up run the shared-memory GEMM (gemm_q4.cu): full and partial blocks of 64 rows
     for (int M : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 31, 33, 63, 64, 65, 100, 256, 300}) {
         for (int mode = 0; mode < 3; mode++) { // plain, bias, bias + accumulate
@@ -251,26 +251,39 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             EXPECT(eq, "%s %lldx%lld q4x: M=%d mode %d differs from the fp32-activation kernel", L.name,
                    (long long)N, (long long)K, M, mode);
             // the GEMMs (mma.sync, wgmma) at every M, whether or not weft_cu_matmul_q4x would pick them here
-            // (and, at one row, the streaming one-row kernel, dispatched for Q4_0 only)
+            // (and, at one row, the streaming one-row kernel, dispatched for Q4_0 only, with runs of 1, 2, 3
+            // and 7 tiles per block and the whole weight in one block besides the device's own choice)
             static const char *const gname[4] = {"mma.sync", "wgmma", "cluster-split", "gemv_q4.cu"};
-            for (int wg = 0; wg < 4; wg++) {
-                if (wg == 3 && M != 1) continue;
+            static const int gemv_runs[6] = {0, 1, 2, 3, 7, 1 << 30};
+            for (int wg = 0; wg < 3 + (M == 1 ? 6 : 0); wg++) {
+                weft_cu_epi ev = e;
+                if (wg >= 3) ev.gemv_run = gemv_runs[wg - 3];
                 CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
                 if (!accu) CK(cudaMemset(dy2, 0xff, ny));
-                const cudaError_t ge = wg == 3   ? weft_cu_gemv_q4(&W.w, &xq, &e, 0)
+                const cudaError_t ge = wg >= 3   ? weft_cu_gemv_q4(&W.w, &xq, &ev, 0)
                                        : wg == 2 ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
                                        : wg == 1 ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
                                                  : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
                 if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
+                gemv_ran += wg >= 3;
                 CK(cudaDeviceSynchronize());
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 const bool geq = !memcmp(gv.data(), a.data(), (size_t)M * N * sizeof(float));
                 bad += !geq;
-                EXPECT(geq, "%s %lldx%lld %s: M=%d mode %d differs from the fp32-activation kernel", L.name,
-                       (long long)N, (long long)K, gname[wg], M, mode);
+                EXPECT(geq, "%s %lldx%lld %s: M=%d mode %d differs from the fp32-activation kernel (run %d)",
+                       L.name, (long long)N, (long long)K, gname[wg < 3 ? wg : 3], M, mode,
+                       wg >= 3 ? gemv_runs[wg - 3] : 0);
             }
         }
+    }
+    // gemv_q4.cu must have run where it takes the shape (K blocks of 4 sub-blocks, at least as many as warps
+    // per tile, 4+ bytes of scales per K block), so a refusal cannot pass silently
+    const int ssz = L.sdt == WEFT_CU_S_F32 ? 4 : 2;
+    if (K % 128 == 0 && K / 128 >= weft_cu_q4_kw(N, K) && 128 / L.group * ssz >= 4) {
+        bad += gemv_ran == 0;
+        EXPECT(gemv_ran > 0, "%s %lldx%lld: gemv_q4.cu refused a shape it takes", L.name, (long long)N,
+               (long long)K);
     }
     // three-way split (segments at 16-row multiples) == the plain store's slices
     for (const int M : {1, 5, 70}) { // (1: gemv_q4.cu)

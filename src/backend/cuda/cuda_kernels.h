@@ -9,8 +9,9 @@
  * fixed xor-shuffle tree, or a tensor-core mma whose output element depends only on its own row and column
  * (the hardware's fixed internal order), with partials folded in a fixed order (the matmuls' K slots; the
  * attention's key blocks and spans, which may be computed by different thread blocks). No atomics; no split
- * chosen from the row count or the SM count. Device code is compiled with -fmad=false and without fast math:
- * fused multiply-adds appear only where the source writes fmaf. */
+ * chosen from the row count or the SM count (which whole outputs a block computes may depend on the device,
+ * e.g. weft_cu_gemv_q4's runs of tiles; an output's reduction never does). Device code is compiled with
+ * -fmad=false and without fast math: fused multiply-adds appear only where the source writes fmaf. */
 #ifndef WEFT_CUDA_KERNELS_H
 #define WEFT_CUDA_KERNELS_H
 
@@ -133,6 +134,9 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_GEMV): one row on mma_q4x.cu's kernels instead of
      * weft_cu_gemv_q4; the same bits */
     int no_gemv;
+    /* tests only: tiles per block of weft_cu_gemv_q4 (0 = from the device's occupancy and SM count); the
+     * same bits for every value */
+    int gemv_run;
     /* timing experiments only (WEFT_CU_T_NO_SPLIT): few rows without the cluster-split
      * GEMM (weft_cu_gemm_q4s); the same bits */
     int no_split;

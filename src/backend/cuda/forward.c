@@ -67,8 +67,8 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
     return WEFT_OK;
 }
 
-/* An epilogue with the matmul-path timing knobs (WEFT_CUDA_TIMING_TWICE bits RQ4, NO_X1S, NO_SPLIT, NO_GEMM,
- * NO_WGMMA; the same bits whichever path they pick). */
+/* An epilogue with the matmul-path timing knobs (WEFT_CUDA_TIMING_TWICE bits RQ4, NO_X1S, NO_SPLIT, NO_GEMV,
+ * NO_GEMM, NO_WGMMA; the same bits whichever path they pick). */
 static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
     e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
     e.no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0;

@@ -103,10 +103,12 @@ __global__ void __launch_bounds__(256, 3)
 #pragma unroll
             for (int c = lane; c < 16 * SB; c += 32) cp_async<16>(s + 4 * c, qc + 4 * c, true);
             if (scopy) cp_async<Raw::BYTES>(s + soff, sc, true);
-            if (++ci == mine) {
-                ci = 0, ct++;
-                qc = qt += qtile;
-                sc = st += stile;
+            if (++ci == mine) { // the next tile's first K block (the cursors stay inside the arrays)
+                ci = 0;
+                if (++ct < ntl) {
+                    qc = qt += qtile;
+                    sc = st += stile;
+                }
             } else {
                 qc += qk;
                 sc += sk;
@@ -185,20 +187,29 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, const weft_cu_epi &
                         sizeof(uint32_t) * (size_t)KW * kRing * Sl::WORDS +
                         (size_t)nsub * (32 * sizeof(uint32_t) + sizeof(float)) + SB * 32 * sizeof(uint32_t);
     auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB>;
-    // The limit is raised once per instantiation to the device's maximum and never lowered: launches of
-    // different K (different shared memory) share the kernel and may sit in different cached graphs.
-    static const int max_smem = [&] {
-        const int m = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, m) == cudaSuccess
-                   ? m
-                   : 48 * 1024;
-    }();
-    if (smem > (size_t)max_smem) return cudaErrorNotSupported;
-    int per_sm = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, KW * 32, smem);
-    if (e != cudaSuccess) return e;
-    const int64_t slots = (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
-    const int64_t run = (tiles + slots - 1) / slots, blocks = (tiles + run - 1) / run;
+    // The limit is raised to the current device's maximum at every launch that needs more than the default,
+    // never lowered: launches of different K (different shared memory) share the kernel and may sit in
+    // different cached graphs, and a process may drive more than one device.
+    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    if (max_smem <= 0 || smem > (size_t)max_smem) return cudaErrorNotSupported;
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+        if (e != cudaSuccess) return e;
+    }
+    // Tiles per block: as many blocks as fit on the device at once, equal runs (the assignment of whole
+    // outputs to blocks; no output's reduction depends on it). epi.gemv_run overrides it (tests).
+    int64_t run = epi.gemv_run;
+    if (run <= 0) {
+        int per_sm = 0;
+        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, KW * 32, smem);
+        if (e != cudaSuccess) return e;
+        const int64_t slots =
+            (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
+        run = (tiles + slots - 1) / slots;
+    }
+    if (run > tiles) run = tiles;
+    const int64_t blocks = (tiles + run - 1) / run;
     return weft_pdl_launch(kernel, dim3((unsigned)blocks), dim3(KW * 32), smem, st, d,
                            (const uint32_t *)xq->f, (const float *)xq->s, (int)run, epi);
 }
@@ -209,7 +220,7 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, const weft_
     if (d.sb != 4) return cudaErrorNotSupported;
     const int gpb = 128 / group;
     if (gpb == 4) return launch_gemv<MODE, SDT, 4, 4>(d, xq, epi, st);
-    if (gpb == 2 && SRaw<SDT, 2>::BYTES >= 4) return launch_gemv<MODE, SDT, 4, 2>(d, xq, epi, st);
+    if (gpb == 2) return launch_gemv<MODE, SDT, 4, 2>(d, xq, epi, st);
     if constexpr (SDT == WEFT_CU_S_F32)
         if (gpb == 1) return launch_gemv<MODE, SDT, 4, 1>(d, xq, epi, st);
     return cudaErrorNotSupported;
