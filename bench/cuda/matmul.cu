@@ -473,13 +473,15 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t N = 14336, K = 4096;
-    if (argc == 5 && (!strcmp(argv[1], "gemm") || !strcmp(argv[1], "split") ||
-                      !strcmp(argv[1], "wgemm"))) { // bench_cuda_matmul gemm|split|wgemm N K M:
-        // the GEMM (or the cluster-split GEMM, or the wgmma GEMM) alone, for a profiler
+    const bool gemv = argc == 4 && !strcmp(argv[1], "gemv");
+    if (gemv || (argc == 5 && (!strcmp(argv[1], "gemm") || !strcmp(argv[1], "split") ||
+                               !strcmp(argv[1], "wgemm")))) { // bench_cuda_matmul gemm|split|wgemm N K M:
+        // the GEMM (or the cluster-split GEMM, or the wgmma GEMM) alone, for a profiler; gemv N K: one row
+        // through the dispatch (weft_cu_gemv_q4; WEFT_NO_GEMV=1: mma_q4x.cu's one-row kernel)
         const bool split = !strcmp(argv[1], "split"), wg = !strcmp(argv[1], "wgemm");
         N = atoll(argv[2]);
         K = atoll(argv[3]);
-        const int M = atoi(argv[4]);
+        const int M = gemv ? 1 : atoi(argv[4]);
         const Layout &L = kLayouts[8]; // Q4_0-mma
         Weight W = make_weight(L, N, K, 7);
         weft_cu_xq xq{nullptr, nullptr, K};
@@ -489,35 +491,17 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&dy, (size_t)M * N * sizeof(float)));
         CK(cudaMemset(xq.f, 0x3c, (size_t)M * K * sizeof(uint32_t)));
         weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
+        e.no_gemv = getenv("WEFT_NO_GEMV") != nullptr;
         auto gemm = [&] {
-            return split ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
-                   : wg  ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
-                         : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
+            return gemv    ? weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0)
+                   : split ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
+                   : wg    ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
+                           : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
         };
         for (int r = 0; r < 3; r++) CK(gemm());
         CK(cudaDeviceSynchronize());
         printf("%s %s %lldx%lld M=%d: %.4f ms\n", L.name, argv[1], (long long)N, (long long)K, M,
                time_ms([&] { gemm(); }, 1, 5));
-        return 0;
-    }
-    if (argc == 4 && !strcmp(argv[1], "gemv")) { // bench_cuda_matmul gemv N K: one row through the dispatch
-        // (weft_cu_gemv_q4; WEFT_NO_GEMV=1: mma_q4x.cu's one-row kernel), back to back, for a profiler
-        N = atoll(argv[2]);
-        K = atoll(argv[3]);
-        const Layout &L = kLayouts[8]; // Q4_0-mma
-        Weight W = make_weight(L, N, K, 7);
-        weft_cu_xq xq{nullptr, nullptr, K};
-        float *dy = nullptr;
-        CK(cudaMalloc(&xq.f, (size_t)K * sizeof(uint32_t)));
-        CK(cudaMalloc(&xq.s, (size_t)(K / 32) * sizeof(float)));
-        CK(cudaMalloc(&dy, (size_t)N * sizeof(float)));
-        CK(cudaMemset(xq.f, 0x3c, (size_t)K * sizeof(uint32_t)));
-        weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
-        e.no_gemv = getenv("WEFT_NO_GEMV") != nullptr;
-        for (int r = 0; r < 3; r++) CK(weft_cu_matmul_q4x(&W.w, &xq, 1, &e, 0));
-        CK(cudaDeviceSynchronize());
-        printf("%s gemv%s %lldx%lld: %.4f ms\n", L.name, e.no_gemv ? " (mma_q4x.cu)" : "", (long long)N,
-               (long long)K, time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, 1, &e, 0); }, 1, 5));
         return 0;
     }
     if (argc == 3) {
