@@ -7,8 +7,9 @@
 # the first 128,256 ids, a consistent BPE), and either llama.tar.xz (a llama.cpp CUDA build brought back by an
 # earlier run) or llamacpp-src.tar.xz (the unslothai/llama.cpp snapshot's source, built here for sm_90a in the
 # background while weft runs: ~6 min on 13 cores).
-# Parts (WEFT_SBS): pp = prefill 512/2k/8k with and without the many-row GEMM (WEFT_PP_MASKS: timing knobs);
-# matmul / attn = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz in carry/); imma = the
+# Parts (WEFT_SBS): ab = the variants of wefts.tar.xz side by side (decode, 16 streams); pp = prefill 512/2k/8k with and without the many-row GEMM (WEFT_PP_MASKS: timing knobs);
+# matmul / attn / attnd = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz /
+# bench_cuda_attention_decode.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
 # profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls); attnncu = those of the prefill attention tiles; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
@@ -40,7 +41,10 @@ run() { # name, limit, command... (output to $LOG/name.log, tail shown)
 }
 
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv,noheader
-xz -dc "$C/weft.xz" >/tmp/w/weft && chmod +x /tmp/w/weft && tar -xJf "$C/libs.tar.xz" -C /tmp/w
+# wefts.tar.xz (instead of weft.xz): weft plus variants weft_<name> of it in one archive (one xz dictionary
+# spans them, so each variant costs little carry); part ab times every variant against weft.
+if [ -f "$C/wefts.tar.xz" ]; then tar -xJf "$C/wefts.tar.xz" -C /tmp/w; else xz -dc "$C/weft.xz" >/tmp/w/weft; fi
+chmod +x /tmp/w/weft* && tar -xJf "$C/libs.tar.xz" -C /tmp/w
 export LD_LIBRARY_PATH=/tmp/w/lib
 
 if has lcpp; then
@@ -78,6 +82,11 @@ fi
 if has attn; then # the attention harness: tiles == per-row kernel bit for bit, prefill / decode timings
     xz -dc "$C/bench_cuda_attention.xz" >/tmp/w/bench_cuda_attention && chmod +x /tmp/w/bench_cuda_attention
     run attn 120 /tmp/w/bench_cuda_attention
+fi
+if has attnd; then # the one-kernel decode attention == the separate kernels bit for bit, and their times
+    xz -dc "$C/bench_cuda_attention_decode.xz" >/tmp/w/bench_cuda_attention_decode &&
+        chmod +x /tmp/w/bench_cuda_attention_decode
+    run attnd 120 /tmp/w/bench_cuda_attention_decode
 fi
 if has probe; then # does a wgmma k16 step give mma.sync's bits? (bench/cuda/wgmma_probe.cu)
     xz -dc "$C/bench_cuda_wgmma_probe.xz" >/tmp/w/probe && chmod +x /tmp/w/probe
@@ -153,6 +162,18 @@ if has quick; then # a short check of a change: batch 1 + 16 streams, 64 streams
     run quick_s16 60 $W --prompt-len 512 --gen-len 128 --repeat 2 --streams 16 --chunk 512
     run quick_s64 60 $W --prompt-len 512 --gen-len 128 --repeat 1 --streams 64 --chunk 512
     run quick_attn2 40 env WEFT_CUDA_TIMING_TWICE=257 $W0 --prompt-len 512 --gen-len 128 --repeat 1 --chunk 512
+fi
+if has ab; then # A/B: batch-1 decode and 16 streams for every binary of wefts.tar.xz (or weft alone) under
+    # every WEFT_CUDA_TIMING_TWICE mask of AB_MASKS (default 0), each in turn, twice
+    for rep in 1 2; do
+        for b in /tmp/w/weft /tmp/w/weft_*; do
+            [ -x "$b" ] || continue
+            for mask in ${AB_MASKS:-0}; do
+                run "ab_$(basename $b)_m${mask}_$rep" 90 env WEFT_CUDA_TIMING_TWICE=$mask taskset -c 0-2 $b bench $M \
+                    --backend cuda --prompt-len 512 --gen-len 128 --repeat 2 --streams ${AB_STREAMS:-16} --chunk 512
+            done
+        done
+    done
 fi
 if has var; then # A/B: without PDL, with session 3's 4-quad kernel for 5..16 rows, attention launched twice
     run var_nopdl 60 env WEFT_CUDA_NO_PDL=1 $W0 --prompt-len 512 --gen-len 128 --repeat 2 --streams 16 --chunk 512

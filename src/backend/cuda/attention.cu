@@ -28,10 +28,6 @@ constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
 // scratch (weft_cu_attention_scratch_floats) is sized for kSplitRowSpans · SPAN key-block partials per head.
 constexpr int kSplitRowSpans = 16, kSplitBlocks = 128, kSplitWarps = 4;
 
-__host__ __device__ constexpr int split_kv_words(int d) {
-    return 2 * WEFT_CU_ATTN_KB * (d / 2 + 4) + 2 * d * kAttnVS;
-}
-
 // K and V fragments straight from one row's cache (keys from t0, clamped to last); Q from shared memory.
 struct CacheSrc : AttnQ {
     const float *K, *V; // the kv head's column 0 at position 0
@@ -65,31 +61,6 @@ struct CacheSrc : AttnQ {
     }
 };
 
-// A key block's partials for the G heads into shared memory: mb, lb [G], ob [G][d].
-struct BlockOut {
-    float *mb, *lb, *ob;
-    int G, d;
-    bool ml; // this warp stores mb, lb (warps sharing a block compute the same values)
-    __device__ __forceinline__ void begin(const AttnBlock &b) {
-        const int lane = threadIdx.x & 31, g = lane >> 2;
-        if ((lane & 3) != 0 || !ml) return;
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-            if (g + 8 * r < G) {
-                mb[g + 8 * r] = b.m[r];
-                lb[g + 8 * r] = b.l[r];
-            }
-    }
-    __device__ __forceinline__ void tile(int nt, const float o[4]) {
-        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-            if (g + 8 * r < G)
-                *reinterpret_cast<float2 *>(ob + (g + 8 * r) * d + 8 * nt + 2 * t) =
-                    make_float2(o[2 * r], o[2 * r + 1]);
-    }
-};
-
 // Shared memory: Q hi, lo planes [16][QS] (u32; rows past G zero); in split mode the block's K and Vᵀ planes
 // (SmemSrc); then fp32: block partials ob [NBC][G·d], mb/lb [NBC][G] (each padded to a multiple of 4).
 // NBC = key blocks per thread block: SPAN (a whole span, folded here; one warp per key block, its K and V
@@ -112,7 +83,7 @@ __global__ void __launch_bounds__(32 * SPAN)
     const int NG4 = (NBC * G + 3) & ~3;
     uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
              *vl = vh + d * kAttnVS;
-    float *ob = reinterpret_cast<float *>(kh + (NBC == 1 ? split_kv_words(d) : 0)), *mb = ob + NBC * Gd,
+    float *ob = reinterpret_cast<float *>(kh + (NBC == 1 ? attn_kv_words(d) : 0)), *mb = ob + NBC * Gd,
           *lb = mb + NG4;
     const size_t qoff = ((size_t)r * Hq + (size_t)j * G) * d;
     const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
@@ -182,35 +153,21 @@ __global__ void attn_combine_kernel(float *Out, const weft_cu_row *__restrict__ 
     const int nkeys = rows[r].pos + 1;
     const bool single = nkeys <= SPAN * KB;
     if (single && nbrow == 0) return;
-    const int ns = (nkeys + SPAN * KB - 1) / (SPAN * KB), nblk = (nkeys + KB - 1) / KB;
+    const int ns = (nkeys + SPAN * KB - 1) / (SPAN * KB);
     const float *base = scratch + ((size_t)r * Hq + h) * (size_t)(nbrow ? nbrow : max_spans) * (d + 2);
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
         Fold f{-INFINITY, 0.0f, 0.0f};
-        for (int s = 0; s < ns; s++) {
-            if (nbrow == 0) {
+        if (nbrow == 0) {
+            for (int s = 0; s < ns; s++) {
                 const float *p = base + (size_t)s * (d + 2);
                 f.add(p[0], p[1], p[2 + c]);
-                continue;
             }
-            // The span's block partials loaded together, then folded in order.
-            const int b0 = s * SPAN, nbs = min(nblk - b0, SPAN);
-            float pm[SPAN], pl[SPAN], po[SPAN];
-#pragma unroll
-            for (int i = 0; i < SPAN; i++) {
-                const float *p = base + (size_t)(b0 + min(i, nbs - 1)) * (d + 2);
-                pm[i] = p[0];
-                pl[i] = p[1];
-                po[i] = p[2 + c];
-            }
-            Fold fs{-INFINITY, 0.0f, 0.0f};
-#pragma unroll
-            for (int i = 0; i < SPAN; i++)
-                if (i < nbs) fs.add(pm[i], pl[i], po[i]);
-            if (single) {
-                f = fs; // kernel 1 writes a one-span row's o / l straight from its span
-            } else {
-                f.add(fs.m, fs.l, fs.o);
-            }
+        } else {
+            const float *const b1[1] = {base};
+            const int c1[1] = {c};
+            Fold f1[1];
+            attn_fold_blocks<1>(b1, nkeys, c1, d, f1);
+            f = f1[0];
         }
         Out[((size_t)r * Hq + h) * d + c] = f.o / f.l;
     }
@@ -224,7 +181,7 @@ cudaError_t combine_launch(float *out, const weft_cu_row *rows, int n, int Hq, i
 
 // Dynamic shared memory of kernel 1 with NBC key blocks per thread block (the layout above its definition).
 size_t span_smem(int G, int d, int NBC) {
-    return 4 * ((size_t)2 * 16 * (size_t)(d / 2 + 4) + (NBC == 1 ? (size_t)split_kv_words(d) : 0) +
+    return 4 * ((size_t)2 * 16 * (size_t)(d / 2 + 4) + (NBC == 1 ? (size_t)attn_kv_words(d) : 0) +
                 (size_t)NBC * G * d + 2 * (size_t)((NBC * G + 3) & ~3));
 }
 

@@ -4,6 +4,8 @@
 #ifndef WEFT_ATTN_COMMON_CUH
 #define WEFT_ATTN_COMMON_CUH
 
+#include "cuda_kernels.h"
+
 #include <math.h>
 
 // (m, l, o) ⊕ (m2, l2, o2): m' = max(m, m2), ca = 2^(m−m'), cb = 2^(m2−m'), l' = l·ca + l2·cb, o' = o·ca +
@@ -30,5 +32,47 @@ struct Fold {
         m = f.mn;
     }
 };
+
+// The split-mode fold of NC (row, query head, head dim) channels over their key-block partials: base[u] holds
+// one record [m, l, o[d]] per key block of channel u's row and head (stride d + 2), c[u] its head dim, nkeys
+// the row's keys. Each span's blocks fold in ascending order into the span, then the spans in ascending order
+// into the total (a row of one span: that span's fold) — the folds the span kernel and the combine make in
+// the unsplit mode, so either mode gives the same bits. The NC channels' folds are independent (interleaved
+// for latency, each in its own order). The loads bypass L1 (__ldcg): the fused decode kernel reads records
+// other blocks of its own grid wrote.
+template <int NC>
+__device__ __forceinline__ void attn_fold_blocks(const float *const (&base)[NC], int nkeys,
+                                                 const int (&c)[NC], int d, Fold (&f)[NC]) {
+    constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
+    const int ns = (nkeys + SPAN * KB - 1) / (SPAN * KB), nblk = (nkeys + KB - 1) / KB;
+#pragma unroll
+    for (int u = 0; u < NC; u++) f[u] = Fold{-INFINITY, 0.0f, 0.0f};
+    for (int s = 0; s < ns; s++) {
+        // The span's block records loaded together, then folded in order.
+        const int b0 = s * SPAN, nbs = min(nblk - b0, SPAN);
+        float pm[NC][SPAN], pl[NC][SPAN], po[NC][SPAN];
+#pragma unroll
+        for (int u = 0; u < NC; u++)
+#pragma unroll
+            for (int i = 0; i < SPAN; i++) {
+                const float *p = base[u] + (size_t)(b0 + min(i, nbs - 1)) * (d + 2);
+                pm[u][i] = __ldcg(p);
+                pl[u][i] = __ldcg(p + 1);
+                po[u][i] = __ldcg(p + 2 + c[u]);
+            }
+#pragma unroll
+        for (int u = 0; u < NC; u++) {
+            Fold fs{-INFINITY, 0.0f, 0.0f};
+#pragma unroll
+            for (int i = 0; i < SPAN; i++)
+                if (i < nbs) fs.add(pm[u][i], pl[u][i], po[u][i]);
+            if (ns == 1) {
+                f[u] = fs;
+            } else {
+                f[u].add(fs.m, fs.l, fs.o);
+            }
+        }
+    }
+}
 
 #endif

@@ -143,6 +143,11 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
 //   row-major); Vt [d][VS words]: V transposed, keys in pairs, VS = KB/2 + 4 = 20 (conflict-free likewise).
 constexpr int kAttnVS = WEFT_CU_ATTN_KB / 2 + 4;
 
+// u32 words of one key block's K and Vᵀ hi/lo planes in shared memory (SmemSrc, AttnKV) for d head dims.
+__host__ __device__ constexpr int attn_kv_words(int d) {
+    return 2 * WEFT_CU_ATTN_KB * (d / 2 + 4) + 2 * d * kAttnVS;
+}
+
 // ldmatrix .x4 of b16 8×8 matrices: lane l gives the address of row l % 8 of matrix l / 8; lane (g, t) gets
 // elements (g, 2t), (g, 2t + 1) of each matrix, i.e. the m16n8k16 fragments when the rows are A's rows or B's
 // columns (PTX ISA, "Matrix fragments for mma.m16n8k16").
@@ -183,6 +188,31 @@ struct SmemSrc : AttnQ {
     }
 };
 
+// A key block's partials for the G heads into shared memory: mb, lb [G], ob [G][d].
+struct BlockOut {
+    float *mb, *lb, *ob;
+    int G, d;
+    bool ml; // this warp stores mb, lb (warps sharing a block compute the same values)
+    __device__ __forceinline__ void begin(const AttnBlock &b) {
+        const int lane = threadIdx.x & 31, g = lane >> 2;
+        if ((lane & 3) != 0 || !ml) return;
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (g + 8 * r < G) {
+                mb[g + 8 * r] = b.m[r];
+                lb[g + 8 * r] = b.l[r];
+            }
+    }
+    __device__ __forceinline__ void tile(int nt, const float o[4]) {
+        const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (g + 8 * r < G)
+                *reinterpret_cast<float2 *>(ob + (g + 8 * r) * d + 8 * nt + 2 * t) =
+                    make_float2(o[2 * r], o[2 * r + 1]);
+    }
+};
+
 // Stages 8 consecutive fp32 values (two float4) as hi and lo words at word offset w of the two planes.
 __device__ __forceinline__ void attn_stage8(uint32_t *hi, uint32_t *lo, int w, float4 a, float4 b) {
     uint4 h, l;
@@ -198,7 +228,8 @@ __device__ __forceinline__ void attn_stage8(uint32_t *hi, uint32_t *lo, int w, f
 // 0, rows kvd floats apart) staged as hi/lo planes (SmemSrc's layout), keys past `last` as zeros, by the
 // block's NT threads: load_k / load_v put every load of the thread in flight (32-byte reads), store_k /
 // store_v split and store them. A caller with registers to spare loads both before storing either (one
-// memory round trip).
+// memory round trip). set_key replaces one key's loaded values (the fused decode kernel's new key, which it
+// stores into the cache in the same launch and so must not read back from there).
 template <int DMAX, int NT> struct AttnKV {
     static constexpr int KB = WEFT_CU_ATTN_KB, KI = (KB * (DMAX / 8) + NT - 1) / NT,
                          VI = (KB / 2 * (DMAX / 8) + NT - 1) / NT;
@@ -241,6 +272,34 @@ template <int DMAX, int NT> struct AttnKV {
             if (k0 + 1 <= last) {
                 v[u][2] = *reinterpret_cast<const float4 *>(s + kvd);
                 v[u][3] = *reinterpret_cast<const float4 *>(s + kvd + 4);
+            }
+        }
+    }
+    // Key `key` (t0 <= key < t0 + KB, past the `last` of the loads, so loaded as zeros) from knew and vnew
+    // (d values each, 16-byte aligned): what the loads give when that key is in the cache.
+    __device__ __forceinline__ void set_key(int t0, int key, const float *knew, const float *vnew, int d) {
+        const int d8 = d / 8;
+        const float4 *kn = reinterpret_cast<const float4 *>(knew),
+                     *vn = reinterpret_cast<const float4 *>(vnew);
+#pragma unroll
+        for (int u = 0; u < KI; u++) {
+            const int i = threadIdx.x + u * NT, c = i % d8;
+            if (i < KB * d8 && t0 + i / d8 == key) {
+                k[u][0] = kn[2 * c];
+                k[u][1] = kn[2 * c + 1];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < VI; u++) {
+            const int i = threadIdx.x + u * NT, kp = i % (KB / 2), c = i / (KB / 2), k0 = t0 + 2 * kp;
+            if (i >= KB / 2 * d8) continue;
+            if (k0 == key) {
+                v[u][0] = vn[2 * c];
+                v[u][1] = vn[2 * c + 1];
+            }
+            if (k0 + 1 == key) {
+                v[u][2] = vn[2 * c];
+                v[u][3] = vn[2 * c + 1];
             }
         }
     }

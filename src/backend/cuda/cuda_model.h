@@ -41,6 +41,7 @@ typedef struct cu_backend {
     /* device activations for max_rows rows */
     float *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
     float *attn_scratch; /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
+    int *attn_counters;  /* [Hkv], zero between launches: weft_cu_attention_decode's arrival counters */
     /* activations prepared for the 4-bit matmul (weft_cu_xq): two buffers of max_rows rows of up to
      * xq_k = max(H, Hq·d, I) elements (forward.c: xq_of, xq_down) */
     uint32_t *xq_f;
@@ -114,7 +115,10 @@ enum {
     WEFT_CU_T_NO_X1S =
         8192, /* not a stage: 1-row 4-bit matmuls without the shared-memory row (weft_cu_epi) */
     WEFT_CU_T_NO_SPLIT = 16384, /* not a stage: few-row 4-bit matmuls without the cluster-split GEMM */
-    WEFT_CU_T_NO_GEMV = 32768 /* not a stage: one-row 4-bit matmuls on mma_q4x.cu's kernels, not gemv_q4.cu */
+    WEFT_CU_T_NO_GEMV =
+        32768, /* not a stage: one-row 4-bit matmuls on mma_q4x.cu's kernels, not gemv_q4.cu */
+    WEFT_CU_T_NO_FUSED_ATTN = 65536 /* not a stage: batch-1 attention as separate kernels (rope, attention,
+                                       prep), not weft_cu_attention_decode */
 };
 
 #endif

@@ -2,6 +2,7 @@
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
 #include "pdl.cuh"
+#include "rope.cuh"
 
 namespace {
 
@@ -101,13 +102,12 @@ __global__ void __launch_bounds__(128)
     float *K = row.kv + ((size_t)(2 * layer) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
     float *V = row.kv + ((size_t)(2 * layer + 1) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
     auto rotate = [&](int idx, float f) {
-        const int i = idx % half, h = h0 + idx / half;
-        const float ang = (float)row.pos * f;
-        const float c = cosf(ang) * rope.attn_factor, s = sinf(ang) * rope.attn_factor;
-        const int a = rope.adjacent ? 2 * i : i, b = rope.adjacent ? 2 * i + 1 : i + half;
+        const int h = h0 + idx / half;
+        int a, b;
+        weft_rope_dims(rope, idx % half, a, b);
         float *x = h < Hq ? qr + (int64_t)h * d : kr + (int64_t)(h - Hq) * d;
-        const float x0 = x[a], x1 = x[b];
-        const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+        float y0, y1;
+        weft_rope_rotate(row.pos, f, rope.attn_factor, x[a], x[b], y0, y1);
         x[a] = y0;
         x[b] = y1;
         if (h >= Hq) {

@@ -1,0 +1,219 @@
+// The batch-1 decode step of one layer's attention in one kernel: weft_cu_attention_decode (cuda_kernels.h).
+//
+// At one row the attention stage was four dependent kernels — RoPE + KV store (ops.cu), the split-mode
+// attention and its combine (attention.cu), and the o projection's activation prep (mma_q4x.cu) — and at
+// batch 1 each kernel boundary costs about as much as the work (≈ 16 µs per layer for ≈ 5 MB of K/V,
+// bench/NOTES.md session 10). This kernel does the same arithmetic in one launch, so it gives the same bits:
+//  - one block per (kv head j, key block kb) of the row's keys 0..pos, as the split mode (its warps sharing
+//    the block's n-tiles, K and V staged as hi/lo planes with one memory round trip);
+//  - every block rotates the G query heads of kv head j with weft_rope_rotate (rope.cuh, as rope_store) into
+//    shared memory and stages them; the block holding key pos also rotates the new key, stores it and the new
+//    value into the cache at pos, and takes key pos from shared memory (AttnKV::set_key) — no block reads
+//    cache entries another block of the grid writes;
+//  - attn_block and the key block's record [m, l, o[d]] in scratch as the split mode writes them;
+//  - the last block of kv head j to finish (an arrival counter, which that block returns to zero) folds the
+//    records of its G heads in the split mode's order (attn_fold_blocks), stores out = o / l and the prepared
+//    words of those G·d outputs (q4_prep_chunk, as weft_cu_xq_prep).
+// The arrival counter orders nothing in the arithmetic: the fold order is fixed by position, whichever block
+// arrives last.
+#include "cuda_kernels.h"
+#include "attn_mma.cuh"
+#include "pdl.cuh"
+#include "rope.cuh"
+
+namespace {
+
+// 8 warps: they share the key block's 16 n-tiles of P·V, and the merge has 2 outputs per thread at the 8B
+// shape (4 warps measured slower: the merge is the block's tail, bench/NOTES.md session 11).
+constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN, kWarps = 8, kThreads = 32 * kWarps;
+constexpr int kMergeNC = 2; // outputs a merging thread folds together
+// Key blocks per kv head this kernel takes: 8 spans (positions < 2048). The scratch floor
+// (weft_cu_attention_scratch_floats) holds 16 spans, but the last block's fold grows with the key blocks:
+// measured back to back at 32/8 heads of 128 (bench_cuda_attention_decode, session 11) it beats the separate
+// kernels up to 2048 positions (14.1 vs 16.5 µs at 600, 31.6 vs 40.6 at 2048) and loses at 4000 (58 vs 21:
+// the separate path's unsplit mode there).
+constexpr int kMaxBlocks = 8 * SPAN;
+static_assert(kMaxBlocks <= 16 * SPAN, "the scratch floor holds 16 spans of key-block records per head");
+constexpr int kRopePre = 4; // inv_freq values per thread loaded before the PDL wait
+
+// Shared memory (u32 words / floats): Q hi, lo planes [16][QS]; K, Vᵀ planes (attn_kv_words); xg [G][d] fp32
+// (the rotated q, then the block's o_b, then the folded outputs); knew, vnew [d]; mb, lb [G padded to 4].
+int smem_bytes(int G, int d) {
+    return 4 * (2 * 16 * (d / 2 + 4) + attn_kv_words(d) + G * d + 2 * d + 2 * ((G + 3) & ~3));
+}
+
+template <int DMAX>
+__global__ void __launch_bounds__(kThreads)
+    attn_decode_kernel(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
+                       float *out, uint32_t *xf, float *xs, const weft_cu_row *__restrict__ rows, int Hq,
+                       int Hkv, int d, int layer, float scale, weft_cu_rope rope, float *scratch, int nbrow,
+                       int *counters) {
+    extern __shared__ __align__(16) uint32_t smw[];
+    __shared__ int arrived_last;
+    const int j = blockIdx.x, kb = blockIdx.y, t = threadIdx.x, w = t >> 5;
+    const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4, half = rope.rot / 2;
+    uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
+             *vl = vh + d * kAttnVS;
+    float *xg = reinterpret_cast<float *>(smw + 32 * QS + attn_kv_words(d)), *knew = xg + Gd,
+          *vnew = knew + d, *mb = vnew + d, *lb = mb + ((G + 3) & ~3);
+    float fpre[kRopePre]; // the inv_freq of this thread's first pairs (uploaded once, written by no kernel)
+#pragma unroll
+    for (int u = 0; u < kRopePre; u++) fpre[u] = half > 0 ? rope.inv_freq[(t + u * kThreads) % half] : 0.0f;
+    weft_pdl_enter();
+    const weft_cu_row row = rows[0];
+    const int t0 = kb * KB, pos = row.pos;
+    if (t0 > pos) return;
+    const bool newkey = pos < t0 + KB; // this block's keys include the row's own
+    float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
+    float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
+
+    // The cached keys and values of the block in flight first (keys before pos: written by earlier forwards).
+    AttnKV<DMAX, kThreads> kv;
+    kv.load_k(Kc, kvd, t0, pos - 1, d);
+    kv.load_v(Vc, kvd, t0, pos - 1, d);
+    // q heads j·G .. j·G + G − 1 (and, in the new key's block, head j of k) rotated into xg (knew); the
+    // dimensions past rot copied; the new value into vnew.
+    const float *qj = q + (size_t)j * Gd, *kj = k + (size_t)j * d;
+    const int nh = G + (newkey ? 1 : 0), np = half * nh;
+    auto rotate = [&](int idx, float f) {
+        const int h = idx / half;
+        int a, b;
+        weft_rope_dims(rope, idx % half, a, b);
+        const float *x = h < G ? qj + h * d : kj;
+        float *y = h < G ? xg + h * d : knew;
+        weft_rope_rotate(pos, f, rope.attn_factor, x[a], x[b], y[a], y[b]);
+    };
+#pragma unroll
+    for (int u = 0; u < kRopePre; u++)
+        if (t + u * kThreads < np) rotate(t + u * kThreads, fpre[u]);
+    for (int idx = t + kRopePre * kThreads; idx < np; idx += kThreads) rotate(idx, rope.inv_freq[idx % half]);
+    const int nr = d - rope.rot; // the rotated dimensions are [0, rot) either way
+    for (int i = t; i < nh * nr; i += kThreads) {
+        const int h = i / nr, c = rope.rot + i % nr;
+        if (h < G)
+            xg[h * d + c] = qj[h * d + c];
+        else
+            knew[c] = kj[c];
+    }
+    if (newkey)
+        for (int c = t; c < d; c += kThreads) vnew[c] = v[(size_t)j * d + c];
+    __syncthreads();
+    if (newkey) {
+        kv.set_key(t0, pos, knew, vnew, d);
+        for (int c = t; c < d; c += kThreads) {
+            Kc[(size_t)pos * kvd + c] = knew[c];
+            Vc[(size_t)pos * kvd + c] = vnew[c];
+        }
+    }
+    attn_stage_q(qh, ql, QS, 16, d, [&](int g) -> const float * { return g < G ? xg + g * d : nullptr; });
+    kv.store_k(kh, kl, QS, d);
+    kv.store_v(vh, vl, d);
+    __syncthreads(); // the planes are staged; xg (the rotated q) is free for o_b
+    {
+        const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};
+        BlockOut bo{mb, lb, xg, G, d, w == 0};
+        const int p2[2] = {pos, pos}; // padded rows (heads past G) are computed and never stored
+        attn_block<DMAX>(src, p2, t0, d, scale, bo, w, kWarps);
+    }
+    __syncthreads();
+    // The key block's record per head, where the split mode puts it: [head][key block][m, l, o[d]].
+    for (int i = t; i < Gd; i += kThreads) {
+        const int g = i / d, c = i % d;
+        float *p = scratch + ((size_t)(j * G + g) * nbrow + kb) * (d + 2);
+        p[2 + c] = xg[i];
+        if (c == 0) {
+            p[0] = mb[g];
+            p[1] = lb[g];
+        }
+    }
+    // Arrival: every thread's records are visible device-wide before thread 0 counts the block.
+    __threadfence();
+    __syncthreads();
+    if (t == 0) arrived_last = atomicAdd(counters + j, 1) == pos / KB;
+    __syncthreads();
+    if (!arrived_last) return;
+    __threadfence();
+    if (t == 0) counters[j] = 0; // the next launch (after this grid completes, pdl.cuh) starts from zero
+    // kMergeNC outputs per thread at a time (channels i0 + u·kThreads), their folds interleaved.
+    const float *base = scratch + (size_t)j * G * nbrow * (d + 2);
+    for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
+        const float *bu[kMergeNC];
+        int cu[kMergeNC];
+#pragma unroll
+        for (int u = 0; u < kMergeNC; u++) {
+            const int i = min(i0 + u * kThreads, Gd - 1); // past Gd: a repeat, not stored
+            bu[u] = base + (size_t)(i / d) * nbrow * (d + 2);
+            cu[u] = i % d;
+        }
+        Fold f[kMergeNC];
+        attn_fold_blocks<kMergeNC>(bu, pos + 1, cu, d, f);
+#pragma unroll
+        for (int u = 0; u < kMergeNC; u++) {
+            const int i = i0 + u * kThreads;
+            if (i >= Gd) break;
+            const float o = f[u].o / f[u].l;
+            out[(size_t)j * Gd + i] = o;
+            xg[i] = o;
+        }
+    }
+    if (!xf) return;
+    __syncthreads();
+    // The prepared words of this head group's outputs: sub-blocks of 32 (Gd % 32 == 0), 8 per warp call,
+    // 4 lanes each; the loop bound is warp-uniform (q4_prep_chunk shuffles).
+    const int lane = t & 31, tt = lane & 3, nsl = Gd / 32;
+    const int64_t sub0 = (int64_t)j * nsl;
+    for (int b0 = 8 * w; b0 < nsl; b0 += 8 * kWarps) {
+        const int sl = b0 + (lane >> 2);
+        const bool ok = sl < nsl;
+        float vv[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) vv[e] = ok ? xg[sl * 32 + 8 * tt + e] : 0.0f;
+        const float s = q4_prep_chunk(vv, xf + (sub0 + (ok ? sl : 0)) * 32, tt, ok);
+        if (ok && tt == 0) xs[sub0 + sl] = s;
+    }
+}
+
+template <int DMAX>
+cudaError_t launch(int Hkv, int nkb, int G, int d, cudaStream_t stream, const float *q, const float *k,
+                   const float *v, float *out, uint32_t *xf, float *xs, const weft_cu_row *rows, int Hq,
+                   int layer, float scale, const weft_cu_rope &rope, float *scratch, int nbrow,
+                   int *counters) {
+    const int smem = smem_bytes(G, d);
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(attn_decode_kernel<DMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return e;
+    }
+    return weft_pdl_launch(attn_decode_kernel<DMAX>, dim3((unsigned)Hkv, (unsigned)nkb), dim3(kThreads),
+                           (size_t)smem, stream, q, k, v, out, xf, xs, rows, Hq, Hkv, d, layer, scale, rope,
+                           scratch, nbrow, counters);
+}
+
+} // namespace
+
+extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
+                                                const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos,
+                                                int Hq, int Hkv, int d, int layer, float scale,
+                                                const weft_cu_rope *rope, float *scratch, int max_context,
+                                                int *counters, cudaStream_t stream) {
+    if (!weft_cu_attention_ok(Hq, Hkv, d) || max_pos < 0 || max_pos >= max_context || !counters ||
+        rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq))
+        return cudaErrorInvalidValue;
+    const int G = Hq / Hkv,
+              nkb = (max_pos / (SPAN * KB) + 1) * SPAN; // key blocks of the spans, as the split mode
+    if (nkb > kMaxBlocks) return cudaErrorNotSupported; // long contexts: weft_cu_attention
+    if (xq && (xq->K != (int64_t)Hq * d || (G * d) % 32)) return cudaErrorNotSupported;
+    uint32_t *xf = xq ? xq->f : nullptr;
+    float *xs = xq ? xq->s : nullptr;
+    if (d <= 32)
+        return launch<32>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope,
+                          scratch, nkb, counters);
+    if (d <= 64)
+        return launch<64>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope,
+                          scratch, nkb, counters);
+    if (d <= 128)
+        return launch<128>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope,
+                           scratch, nkb, counters);
+    return launch<256>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope, scratch,
+                       nkb, counters);
+}
