@@ -79,8 +79,8 @@ void check_case(const Case &c, int pos, bool with_xq) {
     const weft_cu_rope rope = make_rope(c, &dfreq);
     Bufs A = make_bufs(c, pos, cache, qkv), B = make_bufs(c, pos, cache, qkv);
     int *counters = nullptr;
-    CK(cudaMalloc(&counters, (size_t)c.Hkv * sizeof(int)));
-    CK(cudaMemset(counters, 0, (size_t)c.Hkv * sizeof(int)));
+    CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
+    CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
     const weft_cu_xq xa{A.xf, A.xs, qd}, xb{B.xf, B.xs, qd};
     CK(weft_cu_rope_store(A.q, A.k, A.v, A.rows, 1, c.Hq, c.Hkv, c.d, 0, &rope, 0));
     CK(weft_cu_attention(A.q, A.out, A.rows, 1, pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, 0));
@@ -102,7 +102,7 @@ void check_case(const Case &c, int pos, bool with_xq) {
     const std::vector<float> oa = dev_download(A.out, qd), ob = dev_download(B.out, qd);
     const std::vector<float> ka = dev_download(A.kv, kv_floats(c)), kb = dev_download(B.kv, kv_floats(c));
     const std::vector<float> qb = dev_download(B.q, qd), kb_in = dev_download(B.k, kvd);
-    const std::vector<int> cnt = dev_download(counters, (size_t)c.Hkv);
+    const std::vector<int> cnt = dev_download(counters, (size_t)weft_cu_attention_decode_counters(c.Hkv));
     size_t i = 0;
     char what[96];
     snprintf(what, sizeof what, "decode %d/%d d=%d rot=%d%s pos=%d%s", c.Hq, c.Hkv, c.d, c.rot,
@@ -145,8 +145,8 @@ void check_refusals() {
     const std::vector<float> cache(kv_floats(c), 0.5f), qkv((size_t)(c.Hq + 2 * c.Hkv) * c.d, 0.25f);
     Bufs B = make_bufs(c, 10, cache, qkv);
     int *counters = nullptr;
-    CK(cudaMalloc(&counters, (size_t)c.Hkv * sizeof(int)));
-    CK(cudaMemset(counters, 0, (size_t)c.Hkv * sizeof(int)));
+    CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
+    CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
     const weft_cu_xq xb{B.xf, B.xs, (int64_t)c.Hq * c.d};
     const float s = 0.125f;
     EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 2048, c.Hq, c.Hkv, c.d, 0, s,
@@ -178,8 +178,8 @@ void time_stage(int pos) {
     const std::vector<float> cache(kv_floats(c), 0.01f), qkv((size_t)qd + 2 * c.Hkv * c.d, 0.02f);
     Bufs B = make_bufs(c, pos, cache, qkv);
     int *counters = nullptr;
-    CK(cudaMalloc(&counters, (size_t)c.Hkv * sizeof(int)));
-    CK(cudaMemset(counters, 0, (size_t)c.Hkv * sizeof(int)));
+    CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
+    CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
     const weft_cu_xq xb{B.xf, B.xs, qd};
     constexpr int N = 32; // launches per timed run (a model's layers)
     const double sep = time_ms([&] {
@@ -205,8 +205,13 @@ void time_stage(int pos) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 3 &&
+        !strcmp(argv[1], "time")) { // one timing, for the profiler: the stage at position argv[2]
+        time_stage(atoi(argv[2]));
+        return report("bench_cuda_attention_decode");
+    }
     for (int pos : {0, 1, 30, 31, 32, 33, 255, 256, 257, 600, 1023, 2047})
         check_case({32, 8, 128, 4096, 128, 0}, pos, true);
     for (int pos : {0, 5, 63, 64, 700})

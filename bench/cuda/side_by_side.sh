@@ -88,6 +88,19 @@ if has attnd; then # the one-kernel decode attention == the separate kernels bit
         chmod +x /tmp/w/bench_cuda_attention_decode
     run attnd 120 /tmp/w/bench_cuda_attention_decode
 fi
+if has attndncu; then # profiler sections and per-SASS stall samples of the one-kernel decode attention at 600
+    xz -dc "$C/bench_cuda_attention_decode.xz" >/tmp/w/bench_cuda_attention_decode &&
+        chmod +x /tmp/w/bench_cuda_attention_decode
+    run attndncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats \
+        --section MemoryWorkloadAnalysis \
+        --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+        -k regex:attn_decode --launch-skip 40 --launch-count 1 /tmp/w/bench_cuda_attention_decode time 600
+    ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:attn_decode \
+        --launch-skip 40 --launch-count 1 -f -o /tmp/attnd /tmp/w/bench_cuda_attention_decode time 600 \
+        >/dev/null 2>&1 &&
+        ncu -i /tmp/attnd.ncu-rep --page source --print-source sass --csv >"$LOG/attnd_sass.csv.log" 2>&1
+fi
 if has probe; then # does a wgmma k16 step give mma.sync's bits? (bench/cuda/wgmma_probe.cu)
     xz -dc "$C/bench_cuda_wgmma_probe.xz" >/tmp/w/probe && chmod +x /tmp/w/probe
     run probe 60 /tmp/w/probe

@@ -11,10 +11,11 @@
 //    value into the cache at pos, and takes key pos from shared memory (AttnKV::set_key) — no block reads
 //    cache entries another block of the grid writes;
 //  - attn_block and the key block's record [m, l, o[d]] in scratch as the split mode writes them;
-//  - the last block of kv head j to finish (an arrival counter, which that block returns to zero) folds the
-//    records of its G heads in the split mode's order (attn_fold_blocks), stores out = o / l and the prepared
-//    words of those G·d outputs (q4_prep_chunk, as weft_cu_xq_prep).
-// The arrival counter orders nothing in the arithmetic: the fold order is fixed by position, whichever block
+//  - the last block of a span to finish (an arrival counter, which that block returns to zero) folds the
+//    span's records of its G heads into span totals, and the last span of kv head j folds those, in the split
+//    mode's order (attn_fold_blocks); it stores out = o / l and the prepared words of those G·d outputs
+//    (q4_prep_chunk, as weft_cu_xq_prep).
+// The arrival counters order nothing in the arithmetic: the fold order is fixed by position, whichever block
 // arrives last.
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
@@ -32,8 +33,8 @@ constexpr int kMergeNC = 2; // outputs a merging thread folds together
 // measured back to back at 32/8 heads of 128 (bench_cuda_attention_decode, session 11) it beats the separate
 // kernels up to 2048 positions (14.1 vs 16.5 µs at 600, 31.6 vs 40.6 at 2048) and loses at 4000 (58 vs 21:
 // the separate path's unsplit mode there).
-constexpr int kMaxBlocks = 8 * SPAN;
-static_assert(kMaxBlocks <= 16 * SPAN, "the scratch floor holds 16 spans of key-block records per head");
+constexpr int kMaxSpans = 8, kMaxBlocks = kMaxSpans * SPAN;
+static_assert(kMaxBlocks + SPAN <= 16 * SPAN, "the scratch floor holds 16 spans of records per head");
 constexpr int kRopePre = 4; // inv_freq values per thread loaded before the PDL wait
 
 // Shared memory (u32 words / floats): Q hi, lo planes [16][QS]; K, Vᵀ planes (attn_kv_words); xg [G][d] fp32
@@ -116,45 +117,75 @@ __global__ void __launch_bounds__(kThreads)
         attn_block<DMAX>(src, p2, t0, d, scale, bo, w, kWarps);
     }
     __syncthreads();
-    // The key block's record per head, where the split mode puts it: [head][key block][m, l, o[d]].
+    // The key block's record per head: [head][key block, then span totals][m, l, o[d]].
     for (int i = t; i < Gd; i += kThreads) {
         const int g = i / d, c = i % d;
-        float *p = scratch + ((size_t)(j * G + g) * nbrow + kb) * (d + 2);
+        float *p = scratch + ((size_t)(j * G + g) * (nbrow + SPAN) + kb) * (d + 2);
         p[2 + c] = xg[i];
         if (c == 0) {
             p[0] = mb[g];
             p[1] = lb[g];
         }
     }
-    // Arrival: every thread's records are visible device-wide before thread 0 counts the block.
+    // Arrival, in two levels: the last block of a span to finish folds the span's key-block records (in
+    // ascending order) into the span's total; the last span of the kv head folds the span totals (ascending)
+    // into the outputs — attn_fold_blocks's folds in its order, spread over the blocks that arrive last.
+    // Every thread's records are visible device-wide before thread 0 counts the block.
+    const int span = kb / SPAN, ns = pos / (SPAN * KB) + 1, nb = min(SPAN, pos / KB + 1 - span * SPAN);
+    const int stride = nbrow + SPAN; // records per head: the key blocks', then the span totals
+    int *cspan = counters + Hkv + j * kMaxSpans + span;
     __threadfence();
     __syncthreads();
-    if (t == 0) arrived_last = atomicAdd(counters + j, 1) == pos / KB;
+    if (t == 0) arrived_last = atomicAdd(cspan, 1) == nb - 1;
     __syncthreads();
     if (!arrived_last) return;
     __threadfence();
-    if (t == 0) counters[j] = 0; // the next launch (after this grid completes, pdl.cuh) starts from zero
-    // kMergeNC outputs per thread at a time (channels i0 + u·kThreads), their folds interleaved.
-    const float *base = scratch + (size_t)j * G * nbrow * (d + 2);
-    for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
-        const float *bu[kMergeNC];
-        int cu[kMergeNC];
-#pragma unroll
-        for (int u = 0; u < kMergeNC; u++) {
-            const int i = min(i0 + u * kThreads, Gd - 1); // past Gd: a repeat, not stored
-            bu[u] = base + (size_t)(i / d) * nbrow * (d + 2);
-            cu[u] = i % d;
+    if (t == 0) *cspan = 0; // the next launch (after this grid completes, pdl.cuh) starts from zero
+    const float *base = scratch + (size_t)j * G * stride * (d + 2);
+    for (int level = 0; level < 2; level++) {
+        if (level == 1) { // the span totals are in scratch: the kv head's last span folds them
+            __threadfence();
+            __syncthreads();
+            if (t == 0) arrived_last = atomicAdd(counters + j, 1) == ns - 1;
+            __syncthreads();
+            if (!arrived_last) return;
+            __threadfence();
+            if (t == 0) counters[j] = 0;
         }
-        Fold f[kMergeNC];
-        attn_fold_blocks<kMergeNC>(bu, pos + 1, cu, d, f);
+        // kMergeNC outputs per thread at a time (channels i0 + u·kThreads), their folds interleaved.
+        for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
+            const float *bu[kMergeNC];
+            int cu[kMergeNC];
 #pragma unroll
-        for (int u = 0; u < kMergeNC; u++) {
-            const int i = i0 + u * kThreads;
-            if (i >= Gd) break;
-            const float o = f[u].o / f[u].l;
-            out[(size_t)j * Gd + i] = o;
-            xg[i] = o;
+            for (int u = 0; u < kMergeNC; u++) {
+                const int i = min(i0 + u * kThreads, Gd - 1); // past Gd: a repeat, not stored
+                bu[u] = base + (size_t)(i / d) * stride * (d + 2);
+                cu[u] = i % d;
+            }
+            Fold f[kMergeNC];
+            if (level == 0)
+                attn_fold_span<kMergeNC>(bu, span * SPAN, nb, cu, d, f);
+            else
+                attn_fold_span<kMergeNC>(bu, nbrow, ns, cu, d, f);
+#pragma unroll
+            for (int u = 0; u < kMergeNC; u++) {
+                const int i = i0 + u * kThreads;
+                if (i >= Gd) break;
+                if (level == 0 && ns > 1) { // the span's total, for level 1
+                    float *p = scratch + ((size_t)(j * G + i / d) * stride + nbrow + span) * (d + 2);
+                    p[2 + cu[u]] = f[u].o;
+                    if (cu[u] == 0) {
+                        p[0] = f[u].m;
+                        p[1] = f[u].l;
+                    }
+                    continue;
+                }
+                const float o = f[u].o / f[u].l;
+                out[(size_t)j * Gd + i] = o;
+                xg[i] = o;
+            }
         }
+        if (ns == 1) break; // one span: its total is the row's
     }
     if (!xf) return;
     __syncthreads();
@@ -190,6 +221,10 @@ cudaError_t launch(int Hkv, int nkb, int G, int d, cudaStream_t stream, const fl
 }
 
 } // namespace
+
+extern "C" int weft_cu_attention_decode_counters(int Hkv) {
+    return Hkv * (1 + kMaxSpans);
+}
 
 extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                                 const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos,

@@ -33,13 +33,39 @@ struct Fold {
     }
 };
 
-// The split-mode fold of NC (row, query head, head dim) channels over their key-block partials: base[u] holds
-// one record [m, l, o[d]] per key block of channel u's row and head (stride d + 2), c[u] its head dim, nkeys
-// the row's keys. Each span's blocks fold in ascending order into the span, then the spans in ascending order
-// into the total (a row of one span: that span's fold) — the folds the span kernel and the combine make in
-// the unsplit mode, so either mode gives the same bits. The NC channels' folds are independent (interleaved
-// for latency, each in its own order). The loads bypass L1 (__ldcg): the fused decode kernel reads records
-// other blocks of its own grid wrote.
+// Records [b0, b0 + nb) (1 <= nb <= WEFT_CU_ATTN_SPAN; each [m, l, o[d]], stride d + 2, at base[u] for
+// channel u of NC, head dim c[u]) folded in ascending order from an empty fold into f: one span's key blocks,
+// or a row's span totals. The records are loaded together first; the NC channels' folds are independent
+// (interleaved for latency, each in its own order). The loads bypass L1 (__ldcg): the fused decode kernel
+// reads records other blocks of its own grid wrote.
+template <int NC>
+__device__ __forceinline__ void attn_fold_span(const float *const (&base)[NC], int b0, int nb,
+                                               const int (&c)[NC], int d, Fold (&f)[NC]) {
+    constexpr int SPAN = WEFT_CU_ATTN_SPAN;
+    float pm[NC][SPAN], pl[NC][SPAN], po[NC][SPAN];
+#pragma unroll
+    for (int u = 0; u < NC; u++)
+#pragma unroll
+        for (int i = 0; i < SPAN; i++) {
+            const float *p = base[u] + (size_t)(b0 + min(i, nb - 1)) * (d + 2);
+            pm[u][i] = __ldcg(p);
+            pl[u][i] = __ldcg(p + 1);
+            po[u][i] = __ldcg(p + 2 + c[u]);
+        }
+#pragma unroll
+    for (int u = 0; u < NC; u++) {
+        f[u] = Fold{-INFINITY, 0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < SPAN; i++)
+            if (i < nb) f[u].add(pm[u][i], pl[u][i], po[u][i]);
+    }
+}
+
+// The split-mode fold of NC (row, query head, head dim) channels over their key-block records (base[u]: one
+// record per key block of channel u's row and head), nkeys the row's keys: each span's blocks fold in
+// ascending order into the span (attn_fold_span), then the spans in ascending order into the total (a row of
+// one span: that span's fold) — the folds the span kernel and the combine make in the unsplit mode, so either
+// mode gives the same bits.
 template <int NC>
 __device__ __forceinline__ void attn_fold_blocks(const float *const (&base)[NC], int nkeys,
                                                  const int (&c)[NC], int d, Fold (&f)[NC]) {
@@ -48,28 +74,14 @@ __device__ __forceinline__ void attn_fold_blocks(const float *const (&base)[NC],
 #pragma unroll
     for (int u = 0; u < NC; u++) f[u] = Fold{-INFINITY, 0.0f, 0.0f};
     for (int s = 0; s < ns; s++) {
-        // The span's block records loaded together, then folded in order.
-        const int b0 = s * SPAN, nbs = min(nblk - b0, SPAN);
-        float pm[NC][SPAN], pl[NC][SPAN], po[NC][SPAN];
-#pragma unroll
-        for (int u = 0; u < NC; u++)
-#pragma unroll
-            for (int i = 0; i < SPAN; i++) {
-                const float *p = base[u] + (size_t)(b0 + min(i, nbs - 1)) * (d + 2);
-                pm[u][i] = __ldcg(p);
-                pl[u][i] = __ldcg(p + 1);
-                po[u][i] = __ldcg(p + 2 + c[u]);
-            }
+        Fold fs[NC];
+        attn_fold_span<NC>(base, s * SPAN, min(nblk - s * SPAN, SPAN), c, d, fs);
 #pragma unroll
         for (int u = 0; u < NC; u++) {
-            Fold fs{-INFINITY, 0.0f, 0.0f};
-#pragma unroll
-            for (int i = 0; i < SPAN; i++)
-                if (i < nbs) fs.add(pm[u][i], pl[u][i], po[u][i]);
             if (ns == 1) {
-                f[u] = fs;
+                f[u] = fs[u];
             } else {
-                f[u].add(fs.m, fs.l, fs.o);
+                f[u].add(fs[u].m, fs[u].l, fs[u].o);
             }
         }
     }

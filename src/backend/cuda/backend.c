@@ -319,29 +319,32 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     struct {
         void **p;
         size_t bytes;
-    } acts[] = {{(void **)&b->x, R * H * f},
-                {(void **)&b->xb, R * H * f},
-                {(void **)&b->q, R * qd * f},
-                {(void **)&b->k, R * kvd * f},
-                {(void **)&b->v, R * kvd * f},
-                {(void **)&b->att, R * qd * f},
-                {(void **)&b->g, R * I * f},
-                {(void **)&b->u, R * I * f},
-                {(void **)&b->logits, R * V * f},
-                {(void **)&b->d_rows, R * sizeof(weft_cu_row)},
-                {(void **)&b->d_outrows, R * sizeof(int)},
-                {(void **)&b->d_gsel, R * sizeof(int)},
-                {(void **)&b->d_ids, R * sizeof(int32_t)},
-                {(void **)&b->attn_scratch,
-                 weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f},
-                {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
-                {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
-                {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)},
-                {(void **)&b->attn_counters, (size_t)b->Hkv * sizeof(int)}};
+    } acts[] = {
+        {(void **)&b->x, R * H * f},
+        {(void **)&b->xb, R * H * f},
+        {(void **)&b->q, R * qd * f},
+        {(void **)&b->k, R * kvd * f},
+        {(void **)&b->v, R * kvd * f},
+        {(void **)&b->att, R * qd * f},
+        {(void **)&b->g, R * I * f},
+        {(void **)&b->u, R * I * f},
+        {(void **)&b->logits, R * V * f},
+        {(void **)&b->d_rows, R * sizeof(weft_cu_row)},
+        {(void **)&b->d_outrows, R * sizeof(int)},
+        {(void **)&b->d_gsel, R * sizeof(int)},
+        {(void **)&b->d_ids, R * sizeof(int32_t)},
+        {(void **)&b->attn_scratch,
+         weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f},
+        {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
+        {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
+        {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)},
+        {(void **)&b->attn_counters, (size_t)weft_cu_attention_decode_counters((int)b->Hkv) * sizeof(int)}};
     weft_status st;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
-    CU_TRY(cudaMemset(b->attn_counters, 0, (size_t)b->Hkv * sizeof(int)), "attention counters");
+    CU_TRY(
+        cudaMemset(b->attn_counters, 0, (size_t)weft_cu_attention_decode_counters((int)b->Hkv) * sizeof(int)),
+        "attention counters");
     CU_TRY(cudaMallocHost((void **)&b->h_rows, R * sizeof(weft_cu_row)), "pinned row table");
     CU_TRY(cudaMallocHost((void **)&b->h_outrows, R * sizeof(int)), "pinned drawn-row table");
     CU_TRY(cudaMallocHost((void **)&b->h_logits, R * V * f), "pinned logits");
@@ -359,7 +362,7 @@ static size_t activation_bytes(const cu_backend *b) {
                sizeof(float) +
            R * (2 * (size_t)b->xq_k * sizeof(uint32_t) + 2 * (size_t)(b->xq_k / 32) * sizeof(float) +
                 sizeof(weft_cu_tile)) +
-           (size_t)b->Hkv * sizeof(int);
+           (size_t)weft_cu_attention_decode_counters((int)b->Hkv) * sizeof(int);
 }
 
 static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts,

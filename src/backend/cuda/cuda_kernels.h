@@ -295,13 +295,15 @@ cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n
  * stored into the row's cache at that position for layer `layer`, out [Hq·d] = the attention over keys
  * 0..pos, and, with xq (K = Hq·d), out's prepared words and sums for row 0. max_pos = rows[0].pos (the launch
  * covers its spans; a graph replays it for any position of the same span count). scratch:
- * weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats for any n >= 1. counters: Hkv ints, zero
- * before the first launch; each launch returns them to zero (the last block of a kv head to finish folds that
- * head group's key-block records in their fixed order, so the bits do not depend on which block that is).
+ * weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats for any n >= 1. counters:
+ * weft_cu_attention_decode_counters(Hkv) ints, zero before the first launch; each launch returns them to zero
+ * (the last blocks to finish fold the key-block records in their fixed order, so the bits do not depend on
+ * which blocks those are).
  * Returns cudaErrorInvalidValue for bad arguments and cudaErrorNotSupported where the caller must take the
  * separate kernels: long contexts (max_pos >= 8·WEFT_CU_ATTN_SPAN·WEFT_CU_ATTN_KB = 2048, where they are
  * faster), or xq with (Hq/Hkv)·d not a multiple of 32. Rows must not depend on each other's new key
  * within a call, which one row guarantees. */
+int weft_cu_attention_decode_counters(int Hkv);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                      const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos, int Hq,
                                      int Hkv, int d, int layer, float scale, const weft_cu_rope *rope,
