@@ -38,9 +38,10 @@ static_assert(kMaxBlocks + SPAN <= 16 * SPAN, "the scratch floor holds 16 spans 
 constexpr int kRopePre = 4; // inv_freq values per thread loaded before the PDL wait
 
 // Shared memory (u32 words / floats): Q hi, lo planes [16][QS]; K, Vᵀ planes (attn_kv_words); xg [G][d] fp32
-// (the rotated q, then the block's o_b, then the folded outputs); knew, vnew [d]; mb, lb [G padded to 4].
+// (the rotated q, then the block's o_b, then the folded outputs); knew, vnew [d]; mb, lb [G padded to 4]; the
+// block's scores sx [16][KB] (attn_block's SHARED_SCORES: 4 warps compute them, all read them).
 int smem_bytes(int G, int d) {
-    return 4 * (2 * 16 * (d / 2 + 4) + attn_kv_words(d) + G * d + 2 * d + 2 * ((G + 3) & ~3));
+    return 4 * (2 * 16 * (d / 2 + 4) + attn_kv_words(d) + G * d + 2 * d + 2 * ((G + 3) & ~3) + 16 * KB);
 }
 
 template <int DMAX>
@@ -56,22 +57,25 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
              *vl = vh + d * kAttnVS;
     float *xg = reinterpret_cast<float *>(smw + 32 * QS + attn_kv_words(d)), *knew = xg + Gd,
-          *vnew = knew + d, *mb = vnew + d, *lb = mb + ((G + 3) & ~3);
+          *vnew = knew + d, *mb = vnew + d, *lb = mb + ((G + 3) & ~3), *sx = lb + ((G + 3) & ~3);
     float fpre[kRopePre]; // the inv_freq of this thread's first pairs (uploaded once, written by no kernel)
 #pragma unroll
     for (int u = 0; u < kRopePre; u++) fpre[u] = half > 0 ? rope.inv_freq[(t + u * kThreads) % half] : 0.0f;
-    weft_pdl_enter();
+    // Before the PDL wait (pdl.cuh), besides inv_freq: the row table and the cached keys and values before
+    // pos. No kernel of this forward writes them: the row table is copied in before the forward's first
+    // kernel, and a row's cache entries before its position were written by earlier forwards, each of which
+    // the host waits for (forward.c) — one row per launch (the API), so no other row of the launch writes
+    // them either. Their loads then travel while the predecessor (the q|k|v matmul) finishes.
     const weft_cu_row row = rows[0];
     const int t0 = kb * KB, pos = row.pos;
     if (t0 > pos) return;
     const bool newkey = pos < t0 + KB; // this block's keys include the row's own
     float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
     float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
-
-    // The cached keys and values of the block in flight first (keys before pos: written by earlier forwards).
     AttnKV<DMAX, kThreads> kv;
     kv.load_k(Kc, kvd, t0, pos - 1, d);
     kv.load_v(Vc, kvd, t0, pos - 1, d);
+    weft_pdl_enter();
     // q heads j·G .. j·G + G − 1 (and, in the new key's block, head j of k) rotated into xg (knew); the
     // dimensions past rot copied; the new value into vnew.
     const float *qj = q + (size_t)j * Gd, *kj = k + (size_t)j * d;
@@ -114,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
         const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};
         BlockOut bo{mb, lb, xg, G, d, w == 0};
         const int p2[2] = {pos, pos}; // padded rows (heads past G) are computed and never stored
-        attn_block<DMAX>(src, p2, t0, d, scale, bo, w, kWarps);
+        attn_block<DMAX, SmemSrc, BlockOut, true>(src, p2, t0, d, scale, bo, w, kWarps, sx);
     }
     __syncthreads();
     // The key block's record per head: [head][key block, then span totals][m, l, o[d]].

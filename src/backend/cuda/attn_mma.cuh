@@ -46,39 +46,77 @@ struct AttnBlock {
 // of o_b (o[0], o[1]: row g, dims 8nt + 2t, +1; o[2], o[3]: row g + 8). A row without a visible key gets
 // m = −∞ and l = 0 (its o is meaningless; callers skip it).
 // nw_share warps may compute the same block together: each computes the scores (the same bits) and the
-// n-tiles nt ≡ w_share (mod nw_share) of o_b.
-template <int DMAX, class Src, class Out>
+// n-tiles nt ≡ w_share (mod nw_share) of o_b. With SHARED_SCORES (nw_share >= 4 warps that are the whole
+// thread block; sx: shared memory [16][32] floats), warp w_share < 4 computes only the scores of n-tile
+// w_share and every warp reads all of them back: each score is the same mma sequence on the same operands
+// whichever warp computes it, so the bits are those of the redundant form. Contains two block barriers.
+template <int DMAX, class Src, class Out, bool SHARED_SCORES = false>
 __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int t0, int d, float scale,
-                                           Out &out, int w_share = 0, int nw_share = 1) {
-    const int lane = threadIdx.x & 31, t = lane & 3;
+                                           Out &out, int w_share = 0, int nw_share = 1, float *sx = nullptr) {
+    const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
     const float sl2 = __fmul_rn(scale, 1.44269504088896341f); // scale·log2 e
-    float sb[4][4], ss[4][4];
+    // The unmasked scores s = (big + small)·(scale·log2 e) (element i of n-tile nt: row g + 8·(i / 2), key
+    // 8nt + 2t + i % 2).
+    float p[4][4];
+    if (!SHARED_SCORES) {
+        float sb[4][4], ss[4][4];
 #pragma unroll
-    for (int nt = 0; nt < 4; nt++)
+        for (int nt = 0; nt < 4; nt++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) sb[nt][i] = ss[nt][i] = 0.0f;
+            for (int i = 0; i < 4; i++) sb[nt][i] = ss[nt][i] = 0.0f;
 #pragma unroll
-    for (int ks = 0; ks < DMAX / 16; ks++) {
-        if (ks * 16 >= d) break;
-        uint32_t qh[4], ql[4];
-        src.q(ks, qh, ql);
+        for (int ks = 0; ks < DMAX / 16; ks++) {
+            if (ks * 16 >= d) break;
+            uint32_t qh[4], ql[4];
+            src.q(ks, qh, ql);
 #pragma unroll
-        for (int np = 0; np < 2; np++) {
-            uint32_t kh[4], kl[4];
-            src.k2(ks, np, kh, kl);
+            for (int np = 0; np < 2; np++) {
+                uint32_t kh[4], kl[4];
+                src.k2(ks, np, kh, kl);
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int nt = 2 * np + h;
-                q4_mma(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
-                q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
-                q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[2 * h], kh[2 * h + 1]);
+                for (int h = 0; h < 2; h++) {
+                    const int nt = 2 * np + h;
+                    q4_mma(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
+                    q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
+                    q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[2 * h], kh[2 * h + 1]);
+                }
             }
         }
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) p[nt][i] = __fmul_rn(__fadd_rn(sb[nt][i], ss[nt][i]), sl2);
+    } else {
+        // Warp w_share < 4: n-tile w_share only (the same three mma per k step as above), into sx.
+        __syncthreads(); // the previous key block's readers are done with sx
+        if (w_share < 4) {
+            const int np = w_share >> 1, h = w_share & 1;
+            float sb[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ss[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int ks = 0; ks < DMAX / 16; ks++) {
+                if (ks * 16 >= d) break;
+                uint32_t qh[4], ql[4], kh[4], kl[4];
+                src.q(ks, qh, ql);
+                src.k2(ks, np, kh, kl);
+                const uint32_t bh0 = h ? kh[2] : kh[0], bh1 = h ? kh[3] : kh[1], bl0 = h ? kl[2] : kl[0],
+                               bl1 = h ? kl[3] : kl[1];
+                q4_mma(sb, qh[0], qh[1], qh[2], qh[3], bh0, bh1);
+                q4_mma(ss, qh[0], qh[1], qh[2], qh[3], bl0, bl1);
+                q4_mma(ss, ql[0], ql[1], ql[2], ql[3], bh0, bh1);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                sx[(g + 8 * (i / 2)) * 32 + 8 * w_share + 2 * t + i % 2] =
+                    __fmul_rn(__fadd_rn(sb[i], ss[i]), sl2);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) p[nt][i] = sx[(g + 8 * (i / 2)) * 32 + 8 * nt + 2 * t + i % 2];
     }
-    // scores, masks, block max and sum per row (element i of n-tile nt: row g + 8·(i / 2), key 8nt + 2t + i %
-    // 2)
+    // masks, block max and sum per row
     AttnBlock blk;
-    float p[4][4];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float mx = -INFINITY;
@@ -88,7 +126,7 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
             for (int c = 0; c < 2; c++) {
                 const int i = 2 * r + c;
                 const bool valid = t0 + 8 * nt + 2 * t + c <= pos[r];
-                p[nt][i] = valid ? __fmul_rn(__fadd_rn(sb[nt][i], ss[nt][i]), sl2) : -INFINITY;
+                p[nt][i] = valid ? p[nt][i] : -INFINITY;
                 mx = fmaxf(mx, p[nt][i]);
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
