@@ -97,11 +97,15 @@ void check_case(const Case &c, int pos, bool with_xq) {
             kv1 = dev_download(B.kv, kv_floats(c));
             xf1 = dev_download(B.xf, (size_t)qd);
             xs1 = dev_download(B.xs, (size_t)nsub);
+            // the second launch must not lean on the first one's records: scratch poisoned in between
+            CK(cudaMemset(B.scratch, 0xff,
+                          weft_cu_attention_scratch_floats(1, c.Hq, c.d, c.cap) * sizeof(float)));
         }
     }
     const std::vector<float> oa = dev_download(A.out, qd), ob = dev_download(B.out, qd);
     const std::vector<float> ka = dev_download(A.kv, kv_floats(c)), kb = dev_download(B.kv, kv_floats(c));
-    const std::vector<float> qb = dev_download(B.q, qd), kb_in = dev_download(B.k, kvd);
+    const std::vector<float> qb = dev_download(B.q, qd), kb_in = dev_download(B.k, kvd),
+                             vb_in = dev_download(B.v, kvd);
     const std::vector<int> cnt = dev_download(counters, (size_t)weft_cu_attention_decode_counters(c.Hkv));
     size_t i = 0;
     char what[96];
@@ -115,8 +119,9 @@ void check_case(const Case &c, int pos, bool with_xq) {
                same_bits(kv1.data(), kb.data(), kv1.size(), &i),
            "%s: the second launch differs at %zu", what, i);
     EXPECT(same_bits(qb.data(), qkv.data(), (size_t)qd, &i) &&
-               same_bits(kb_in.data(), qkv.data() + qd, kvd, &i),
-           "%s: the q or k input changed at %zu", what, i);
+               same_bits(kb_in.data(), qkv.data() + qd, kvd, &i) &&
+               same_bits(vb_in.data(), qkv.data() + qd + kvd, kvd, &i),
+           "%s: a q, k or v input changed at %zu", what, i);
     bool zero = true;
     for (int x : cnt) zero = zero && x == 0;
     EXPECT(zero, "%s: counters not back at zero", what);
@@ -221,6 +226,12 @@ int main(int argc, char **argv) {
     for (int pos : {1, 511}) check_case({8, 2, 256, 1024, 256, 0}, pos, true);     // head dim 256
     for (int pos : {2, 260}) check_case({6, 2, 48, 1024, 48, 0}, pos, false);      // 144-wide head group
     for (int pos : {9, 400}) check_case({4, 2, 32, 1024, 0, 0}, pos, true);        // no rotation
+    for (int pos : {6, 333}) check_case({24, 8, 96, 1024, 96, 0}, pos, true);      // head dim 96, 3 heads
+    for (int pos : {4, 250}) check_case({10, 2, 80, 1024, 80, 0}, pos, false);     // head dim 80 (400 wide)
+    for (int pos : {0, 63, 900}) check_case({4, 2, 16, 1024, 16, 0}, pos, true);   // head dim 16
+    for (int pos : {2, 777}) check_case({8, 2, 128, 1024, 64, 1}, pos, true);      // adjacent, rot < d
+    for (int pos : {1500, 2047})
+        check_case({32, 32, 128, 4096, 128, 0}, pos, true); // G = 1: the unsplit reference
     check_refusals();
     for (int pos : {64, 600, 1500, 2047}) time_stage(pos);
     return report("bench_cuda_attention_decode");

@@ -34,6 +34,7 @@ constexpr int kMergeNC = 2; // outputs a merging thread folds together
 // kernels up to 2048 positions (14.1 vs 16.5 µs at 600, 31.6 vs 40.6 at 2048) and loses at 4000 (58 vs 21:
 // the separate path's unsplit mode there).
 constexpr int kMaxSpans = 8, kMaxBlocks = kMaxSpans * SPAN;
+static_assert(kMaxSpans <= SPAN, "the span totals fold in one attn_fold_span call");
 static_assert(kMaxBlocks + SPAN <= 16 * SPAN, "the scratch floor holds 16 spans of records per head");
 constexpr int kRopePre = 4; // inv_freq values per thread loaded before the PDL wait
 
@@ -68,7 +69,9 @@ __global__ void __launch_bounds__(kThreads)
     // them either. Their loads then travel while the predecessor (the q|k|v matmul) finishes.
     const weft_cu_row row = rows[0];
     const int t0 = kb * KB, pos = row.pos;
-    if (t0 > pos) return;
+    // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing, so
+    // the arrival counters stay at zero for the launches after it.
+    if (t0 > pos || pos >= nbrow * KB) return;
     const bool newkey = pos < t0 + KB; // this block's keys include the row's own
     float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
     float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
@@ -213,10 +216,14 @@ cudaError_t launch(int Hkv, int nkb, int G, int d, cudaStream_t stream, const fl
                    const float *v, float *out, uint32_t *xf, float *xs, const weft_cu_row *rows, int Hq,
                    int layer, float scale, const weft_cu_rope &rope, float *scratch, int nbrow,
                    int *counters) {
-    const int smem = smem_bytes(G, d);
+    // The limit is raised to the device's maximum when this launch needs more than the default, never lowered
+    // (launches of other shapes share the instance and may sit in cached graphs); a shape past the maximum is
+    // refused, and the caller takes the separate kernels (they need less shared memory).
+    const int smem = smem_bytes(G, d), max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    if (smem > max_smem) return cudaErrorNotSupported;
     if (smem > 48 * 1024) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(attn_decode_kernel<DMAX>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        const cudaError_t e = cudaFuncSetAttribute(attn_decode_kernel<DMAX>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
         if (e != cudaSuccess) return e;
     }
     return weft_pdl_launch(attn_decode_kernel<DMAX>, dim3((unsigned)Hkv, (unsigned)nkb), dim3(kThreads),

@@ -136,6 +136,10 @@ static weft_status snapshot_copy(cu_backend *b, int slot, int pos, void *host, s
                            : cudaMemcpy(dev, h, rows, cudaMemcpyHostToDevice),
                    "copying a snapshot");
         }
+    /* A copy from pageable host memory may return before its DMA lands, and forwards run on a non-blocking
+     * stream that does not wait for the legacy one: the restored entries must be in place first (the decode
+     * attention even reads them before its PDL wait, cuda_kernels.h). */
+    if (!to_host) CU_TRY(cudaDeviceSynchronize(), "finishing a snapshot restore");
     return WEFT_OK;
 }
 
@@ -345,6 +349,8 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     CU_TRY(
         cudaMemset(b->attn_counters, 0, (size_t)weft_cu_attention_decode_counters((int)b->Hkv) * sizeof(int)),
         "attention counters");
+    /* (on the legacy stream; the forwards' non-blocking stream does not wait for it) */
+    CU_TRY(cudaDeviceSynchronize(), "zeroing the attention counters");
     CU_TRY(cudaMallocHost((void **)&b->h_rows, R * sizeof(weft_cu_row)), "pinned row table");
     CU_TRY(cudaMallocHost((void **)&b->h_outrows, R * sizeof(int)), "pinned drawn-row table");
     CU_TRY(cudaMallocHost((void **)&b->h_logits, R * V * f), "pinned logits");

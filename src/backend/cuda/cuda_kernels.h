@@ -301,9 +301,10 @@ cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n
  * which blocks those are).
  * Returns cudaErrorInvalidValue for bad arguments and cudaErrorNotSupported where the caller must take the
  * separate kernels: long contexts (max_pos >= 8·WEFT_CU_ATTN_SPAN·WEFT_CU_ATTN_KB = 2048, where they are
- * faster), or xq with (Hq/Hkv)·d not a multiple of 32. The row table and the row's cache entries before its
- * position are read before the kernel waits for its predecessor (PDL): nothing launched since the last
- * stream synchronization may write them (true of forward.c, which synchronizes after every forward). */
+ * faster), xq with (Hq/Hkv)·d not a multiple of 32, or more shared memory than the device has. The row table
+ * and the row's cache entries before its position are read before the kernel waits for its predecessor (PDL;
+ * an exception to pdl.cuh's rule): the kernel launched just before it on the stream must not write them
+ * (forward.c: the q|k|v matmul; cache entries are written by earlier forwards, each synchronized). */
 int weft_cu_attention_decode_counters(int Hkv);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                      const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos, int Hq,
