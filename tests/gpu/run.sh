@@ -40,7 +40,11 @@ if [ -x "$BIN/weft" ]; then
         --tokens 1,403 --max-tokens 8 --temperature 0 2>&1); echo \"\$o\"; grep -q 'running on the CPU' <<<\"\$o\""
 fi
 stage kernels_ops 40 "$BIN/bench_cuda_ops"
-if [ -n "${WEFT_GPU_ATTN-1}" ]; then stage kernels_attention 60 "$BIN/bench_cuda_attention"; fi
+if [ -n "${WEFT_GPU_ATTN-1}" ]; then
+    stage kernels_attention 60 "$BIN/bench_cuda_attention"
+    # the one-kernel batch-1 attention == rope_store + attention + prep, bit for bit (attention_decode.cu)
+    stage kernels_attention_decode 60 "$BIN/bench_cuda_attention_decode"
+fi
 stage kernels_matmul 240 "$BIN/bench_cuda_matmul"
 for f in ${WEFT_GPU_BENCH:-q4_0 mlx4 f16}; do
     stage "model_8b_$f" 150 "$BIN/bench_cuda_model" "$f" 8b 512 128
