@@ -303,8 +303,9 @@ cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n
  * separate kernels: long contexts (max_pos >= 8·WEFT_CU_ATTN_SPAN·WEFT_CU_ATTN_KB = 2048, where they are
  * faster), xq with (Hq/Hkv)·d not a multiple of 32, or more shared memory than the device has. The row table
  * and the row's cache entries before its position are read before the kernel waits for its predecessor (PDL;
- * an exception to pdl.cuh's rule): the kernel launched just before it on the stream must not write them
- * (forward.c: the q|k|v matmul; cache entries are written by earlier forwards, each synchronized). */
+ * an exception to pdl.cuh's rule): the kernel launched just before it on the stream must not write them, and
+ * every writer on another stream must be complete (forward.c: the q|k|v matmul; cache entries are written by
+ * earlier forwards, each synchronized, and by snapshot restores, synchronized too). */
 int weft_cu_attention_decode_counters(int Hkv);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                      const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos, int Hq,

@@ -41,7 +41,9 @@ typedef struct cu_backend {
     /* device activations for max_rows rows */
     float *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
     float *attn_scratch; /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
-    int *attn_counters;  /* weft_cu_attention_decode's arrival counters, zero between launches */
+    int *attn_counters;  /* weft_cu_attention_decode's arrival counters, zero between launches (these and
+                            attn_scratch assume the backend's one stream; a stream per slot would need a set
+                            each) */
     /* activations prepared for the 4-bit matmul (weft_cu_xq): two buffers of max_rows rows of up to
      * xq_k = max(H, Hq·d, I) elements (forward.c: xq_of, xq_down) */
     uint32_t *xq_f;
