@@ -40,9 +40,10 @@ constexpr int kRopePre = 4; // inv_freq values per thread loaded before the PDL 
 
 // Shared memory (u32 words / floats): Q hi, lo planes [16][QS]; K, Vᵀ planes (attn_kv_words); xg [G][d] fp32
 // (the rotated q, then the block's o_b, then the folded outputs); knew, vnew [d]; mb, lb [G padded to 4]; the
-// block's scores sx [16][KB] (attn_block's SHARED_SCORES: 4 warps compute them, all read them).
+// block's scores sx [16][KB] (attn_block's SHARED_SCORES: 4 warps compute them, all read them); the arrival
+// flag (an int, padded to 4).
 int smem_bytes(int G, int d) {
-    return 4 * (2 * 16 * (d / 2 + 4) + attn_kv_words(d) + G * d + 2 * d + 2 * ((G + 3) & ~3) + 16 * KB);
+    return 4 * (2 * 16 * (d / 2 + 4) + attn_kv_words(d) + G * d + 2 * d + 2 * ((G + 3) & ~3) + 16 * KB + 4);
 }
 
 template <int DMAX>
@@ -52,13 +53,15 @@ __global__ void __launch_bounds__(kThreads)
                        int Hkv, int d, int layer, float scale, weft_cu_rope rope, float *scratch, int nbrow,
                        int *counters) {
     extern __shared__ __align__(16) uint32_t smw[];
-    __shared__ int arrived_last;
     const int j = blockIdx.x, kb = blockIdx.y, t = threadIdx.x, w = t >> 5;
     const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4, half = rope.rot / 2;
     uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
              *vl = vh + d * kAttnVS;
     float *xg = reinterpret_cast<float *>(smw + 32 * QS + attn_kv_words(d)), *knew = xg + Gd,
           *vnew = knew + d, *mb = vnew + d, *lb = mb + ((G + 3) & ~3), *sx = lb + ((G + 3) & ~3);
+    // The arrival flag in dynamic shared memory too: the kernel has no static shared memory, so the
+    // launcher's limit (the device maximum) is what dynamic shared memory may take.
+    int &arrived_last = *reinterpret_cast<int *>(sx + 16 * KB);
     float fpre[kRopePre]; // the inv_freq of this thread's first pairs (uploaded once, written by no kernel)
 #pragma unroll
     for (int u = 0; u < kRopePre; u++) fpre[u] = half > 0 ? rope.inv_freq[(t + u * kThreads) % half] : 0.0f;
