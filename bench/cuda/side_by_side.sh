@@ -40,6 +40,10 @@ run() { # name, limit, command... (output to $LOG/name.log, tail shown)
     tail -n 8 "$LOG/$name.log"
 }
 
+unpack() { # carry/NAME.xz -> /tmp/w/AS (default NAME), executable
+    xz -dc "$C/$1.xz" >"/tmp/w/${2:-$1}" && chmod +x "/tmp/w/${2:-$1}"
+}
+
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv,noheader
 # wefts.tar.xz (instead of weft.xz): weft plus variants weft_<name> of it in one archive (one xz dictionary
 # spans them, so each variant costs little carry); part ab times every variant against weft.
@@ -67,7 +71,7 @@ fi
 }
 
 if has test; then
-    xz -dc "$C/test_cuda_backend.xz" >/tmp/w/test_cuda_backend && chmod +x /tmp/w/test_cuda_backend
+    unpack test_cuda_backend
     run test 240 /tmp/w/test_cuda_backend $M # the fixtures, then chunk-cut invariance on the 8B file
     if ! grep -q "^rc=0" "$LOG/test.log"; then # keep measuring, without PDL, if that is what broke
         export WEFT_CUDA_NO_PDL=1
@@ -76,21 +80,19 @@ if has test; then
 fi
 
 if has matmul; then # the kernel harness: every 4-bit layout, M in {1..300} bit-identical to the fp32 kernel
-    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    unpack bench_cuda_matmul
     run matmul 150 env WEFT_MATMUL_QUICK=1 /tmp/w/bench_cuda_matmul
 fi
 if has attn; then # the attention harness: tiles == per-row kernel bit for bit, prefill / decode timings
-    xz -dc "$C/bench_cuda_attention.xz" >/tmp/w/bench_cuda_attention && chmod +x /tmp/w/bench_cuda_attention
+    unpack bench_cuda_attention
     run attn 120 /tmp/w/bench_cuda_attention
 fi
 if has attnd; then # the one-kernel decode attention == the separate kernels bit for bit, and their times
-    xz -dc "$C/bench_cuda_attention_decode.xz" >/tmp/w/bench_cuda_attention_decode &&
-        chmod +x /tmp/w/bench_cuda_attention_decode
+    unpack bench_cuda_attention_decode
     run attnd 120 /tmp/w/bench_cuda_attention_decode
 fi
 if has attndncu; then # profiler sections and per-SASS stall samples of the one-kernel decode attention at 600
-    xz -dc "$C/bench_cuda_attention_decode.xz" >/tmp/w/bench_cuda_attention_decode &&
-        chmod +x /tmp/w/bench_cuda_attention_decode
+    unpack bench_cuda_attention_decode
     run attndncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats \
         --section MemoryWorkloadAnalysis \
@@ -102,19 +104,19 @@ if has attndncu; then # profiler sections and per-SASS stall samples of the one-
         ncu -i /tmp/attnd.ncu-rep --page source --print-source sass --csv >"$LOG/attnd_sass.csv.log" 2>&1
 fi
 if has probe; then # does a wgmma k16 step give mma.sync's bits? (bench/cuda/wgmma_probe.cu)
-    xz -dc "$C/bench_cuda_wgmma_probe.xz" >/tmp/w/probe && chmod +x /tmp/w/probe
+    unpack bench_cuda_wgmma_probe probe
     run probe 60 /tmp/w/probe
 fi
 if has imma; then # the proposed integer 4-bit arithmetic: exact on mma .u8.s8? (bench/cuda/imma_probe.cu)
-    xz -dc "$C/bench_cuda_imma_probe.xz" >/tmp/w/imma && chmod +x /tmp/w/imma
+    unpack bench_cuda_imma_probe imma
     run imma 60 /tmp/w/imma
 fi
 if has i8; then # the proposed integer matvec: prep and product == the CPU definition, timing vs bf16 hi/lo
-    xz -dc "$C/bench_cuda_i8matvec.xz" >/tmp/w/i8matvec && chmod +x /tmp/w/i8matvec
+    unpack bench_cuda_i8matvec i8matvec
     run i8 120 /tmp/w/i8matvec
 fi
 if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512 rows)
-    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    unpack bench_cuda_matmul
     run gemmncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
         --section LaunchStats -k regex:gemm_q4 --launch-skip 3 --launch-count 1 \
@@ -122,7 +124,7 @@ if has gemmncu; then # profiler sections of the many-row GEMM (8B FFN shape, 512
 fi
 
 if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with stall reasons and pipe use
-    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    unpack bench_cuda_matmul
     run wgemmncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
         --section LaunchStats --section InstructionStats \
@@ -135,7 +137,7 @@ if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with stall re
 fi
 
 if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's and mma_q4x.cu's (WEFT_NO_GEMV)
-    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    unpack bench_cuda_matmul
     NS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio \
         --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
@@ -151,7 +153,7 @@ if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's and
 fi
 
 if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)
-    xz -dc "$C/bench_cuda_matmul.xz" >/tmp/w/bench_cuda_matmul && chmod +x /tmp/w/bench_cuda_matmul
+    unpack bench_cuda_matmul
     for nk in "14336 4096" "4096 14336"; do
         run "splitncu_${nk% *}" 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
             --section SchedulerStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
@@ -160,7 +162,7 @@ if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (
 fi
 
 if has attnncu; then # profiler sections of the prefill attention tiles (256 rows ending at 8192)
-    xz -dc "$C/bench_cuda_attention.xz" >/tmp/w/bench_cuda_attention && chmod +x /tmp/w/bench_cuda_attention
+    unpack bench_cuda_attention
     run attnncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
         --section LaunchStats --section InstructionStats -k regex:attn_tile --launch-skip 2 --launch-count 1 \

@@ -127,41 +127,40 @@ __global__ void __launch_bounds__(kThreads)
         attn_block<DMAX, SmemSrc, BlockOut, true>(src, p2, t0, d, scale, bo, w, kWarps, sx);
     }
     __syncthreads();
-    // The key block's record per head: [head][key block, then span totals][m, l, o[d]].
-    for (int i = t; i < Gd; i += kThreads) {
-        const int g = i / d, c = i % d;
-        float *p = scratch + ((size_t)(j * G + g) * (nbrow + SPAN) + kb) * (d + 2);
-        p[2 + c] = xg[i];
+    // Records per head: [head][key block, then span totals][m, l, o[d]]; record(g, b, c, ...) stores output c
+    // of head g's record b (m and l once, with c = 0).
+    const int stride = nbrow + SPAN;
+    auto record = [&](int g, int b, int c, float m, float l, float o) {
+        float *p = scratch + ((size_t)(j * G + g) * stride + b) * (d + 2);
+        p[2 + c] = o;
         if (c == 0) {
-            p[0] = mb[g];
-            p[1] = lb[g];
+            p[0] = m;
+            p[1] = l;
         }
-    }
+    };
+    for (int i = t; i < Gd; i += kThreads) record(i / d, kb, i % d, mb[i / d], lb[i / d], xg[i]);
     // Arrival, in two levels: the last block of a span to finish folds the span's key-block records (in
     // ascending order) into the span's total; the last span of the kv head folds the span totals (ascending)
     // into the outputs — attn_fold_blocks's folds in its order, spread over the blocks that arrive last.
     // Every thread's records are visible device-wide before thread 0 counts the block.
+    // arrive(c, n): whether this block is the last of n to count on c (then c is back at zero for the next
+    // launch, which starts after this grid completes: pdl.cuh). Block-uniform.
+    auto arrive = [&](int *c, int n) {
+        __threadfence();
+        __syncthreads();
+        if (t == 0) arrived_last = atomicAdd(c, 1) == n - 1;
+        __syncthreads();
+        if (!arrived_last) return false;
+        __threadfence();
+        if (t == 0) *c = 0;
+        return true;
+    };
     const int span = kb / SPAN, ns = pos / (SPAN * KB) + 1, nb = min(SPAN, pos / KB + 1 - span * SPAN);
-    const int stride = nbrow + SPAN; // records per head: the key blocks', then the span totals
-    int *cspan = counters + Hkv + j * kMaxSpans + span;
-    __threadfence();
-    __syncthreads();
-    if (t == 0) arrived_last = atomicAdd(cspan, 1) == nb - 1;
-    __syncthreads();
-    if (!arrived_last) return;
-    __threadfence();
-    if (t == 0) *cspan = 0; // the next launch (after this grid completes, pdl.cuh) starts from zero
+    if (!arrive(counters + Hkv + j * kMaxSpans + span, nb)) return;
     const float *base = scratch + (size_t)j * G * stride * (d + 2);
     for (int level = 0; level < 2; level++) {
-        if (level == 1) { // the span totals are in scratch: the kv head's last span folds them
-            __threadfence();
-            __syncthreads();
-            if (t == 0) arrived_last = atomicAdd(counters + j, 1) == ns - 1;
-            __syncthreads();
-            if (!arrived_last) return;
-            __threadfence();
-            if (t == 0) counters[j] = 0;
-        }
+        // level 1: the span totals are in scratch; the kv head's last span folds them
+        if (level == 1 && !arrive(counters + j, ns)) return;
         // kMergeNC outputs per thread at a time (channels i0 + u·kThreads), their folds interleaved.
         for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
             const float *bu[kMergeNC];
@@ -182,12 +181,7 @@ __global__ void __launch_bounds__(kThreads)
                 const int i = i0 + u * kThreads;
                 if (i >= Gd) break;
                 if (level == 0 && ns > 1) { // the span's total, for level 1
-                    float *p = scratch + ((size_t)(j * G + i / d) * stride + nbrow + span) * (d + 2);
-                    p[2 + cu[u]] = f[u].o;
-                    if (cu[u] == 0) {
-                        p[0] = f[u].m;
-                        p[1] = f[u].l;
-                    }
+                    record(i / d, nbrow + span, cu[u], f[u].m, f[u].l, f[u].o);
                     continue;
                 }
                 const float o = f[u].o / f[u].l;

@@ -164,6 +164,26 @@ static weft_status attn_fused(cu_backend *b, const cu_layer *ly, int n, int l, f
         for (int rep_ = 0; rep_ < 1 + ((b->twice & (bit)) != 0); rep_++) call;                               \
     } while (0)
 
+/* The attention stage as separate kernels: RoPE + KV store, then the attention over tiles (prefill chunks) or
+ * per row. */
+static weft_status attn_separate(cu_backend *b, int n, int l, float scale, weft_err *err) {
+    const cudaStream_t st = b->stream;
+    const int Hq = (int)b->Hq, Hkv = (int)b->Hkv, d = (int)b->d;
+    STAGE(WEFT_CU_T_ROPE,
+          LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, Hq, Hkv, d, l, &b->rope, st), "rope"));
+    if (b->n_tiles > 0) {
+        STAGE(WEFT_CU_T_ATTN,
+              LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, n, b->max_pos, b->d_tiles, b->n_tiles,
+                                             Hq, Hkv, d, l, scale, b->attn_scratch, b->max_context, st),
+                     "attention"));
+    } else {
+        STAGE(WEFT_CU_T_ATTN, LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, Hq, Hkv, d, l,
+                                                       scale, b->attn_scratch, b->max_context, st),
+                                     "attention"));
+    }
+    return WEFT_OK;
+}
+
 static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
     const cudaStream_t st = b->stream;
     const int64_t H = b->H, d = b->d, qd = b->Hq * d, kvd = b->Hkv * d, I = b->I;
@@ -195,24 +215,7 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         }
         bool fused, prepped; /* RoPE, KV store and attention done in one kernel; the o prep too */
         STEP(attn_fused(b, ly, n, (int)l, scale, &fused, &prepped, err));
-        if (!fused)
-            STAGE(WEFT_CU_T_ROPE, LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, (int)b->Hq,
-                                                            (int)b->Hkv, (int)d, (int)l, &b->rope, st),
-                                         "rope"));
-        if (fused) {
-            /* attention done */
-        } else if (b->n_tiles > 0) {
-            STAGE(WEFT_CU_T_ATTN,
-                  LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, n, b->max_pos, b->d_tiles,
-                                                 b->n_tiles, (int)b->Hq, (int)b->Hkv, (int)d, (int)l, scale,
-                                                 b->attn_scratch, b->max_context, st),
-                         "attention"));
-        } else {
-            STAGE(WEFT_CU_T_ATTN,
-                  LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv,
-                                           (int)d, (int)l, scale, b->attn_scratch, b->max_context, st),
-                         "attention"));
-        }
+        if (!fused) STEP(attn_separate(b, n, (int)l, scale, err));
         if (!prepped) STAGE(WEFT_CU_T_PREP, STEP(prep(b, &ly->wo, b->att, n, err)));
         STAGE(WEFT_CU_T_O, STEP(mm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1, "o projection", err)));
         STAGE(WEFT_CU_T_NORM,
