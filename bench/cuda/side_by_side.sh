@@ -40,7 +40,9 @@ run() { # name, limit, command... (output to $LOG/name.log, tail shown)
     tail -n 8 "$LOG/$name.log"
 }
 
-unpack() { # carry/NAME.xz -> /tmp/w/AS (default NAME), executable
+unpack() { # carry/NAME.xz -> /tmp/w/AS (default NAME), executable; without carry/NAME.xz, the copy that
+    # wefts.tar.xz brought (one archive of many binaries shares one xz dictionary: less carry)
+    [ -f "$C/$1.xz" ] || { [ -x "/tmp/w/$1" ] && { [ -z "${2-}" ] || cp "/tmp/w/$1" "/tmp/w/$2"; }; return; }
     xz -dc "$C/$1.xz" >"/tmp/w/${2:-$1}" && chmod +x "/tmp/w/${2:-$1}"
 }
 
