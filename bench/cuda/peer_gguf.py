@@ -13,7 +13,10 @@ wtype = sys.argv[4] if len(sys.argv) > 4 else "q4_0"
 assert wtype in ("q4_0", "f16"), wtype
 WT = 2 if wtype == "q4_0" else 1  # ggml type of the 2-D weights: Q4_0 or F16
 S = {"llama3-8b": dict(H=4096, L=32, nh=32, nkv=8, F=14336, V=128256, theta=500000.0),
-     "dense-32b": dict(H=5120, L=64, nh=40, nkv=8, F=25600, V=128256, theta=1000000.0)}[shape]
+     "dense-32b": dict(H=5120, L=64, nh=40, nkv=8, F=25600, V=128256, theta=1000000.0),
+     # Qwen3-8B's shape (per-head q/k RMSNorms: the qwen3 architecture), for the qwen3 decode path
+     "qwen3-8b": dict(H=4096, L=36, nh=32, nkv=8, F=12288, V=151936, theta=1000000.0, arch="qwen3")}[shape]
+A = S.get("arch", "llama")
 dev = "cuda"
 
 def s(b, x): x = x.encode(); b += struct.pack("<Q", len(x)) + x
@@ -52,13 +55,14 @@ for l in range(L):
                 (p + "attn_v.weight", (nkv * hd, H), WT), (p + "attn_output.weight", (H, nh * hd), WT),
                 (p + "ffn_norm.weight", (H,), 0), (p + "ffn_gate.weight", (F, H), WT), (p + "ffn_up.weight", (F, H), WT),
                 (p + "ffn_down.weight", (H, F), WT)]
+    if A == "qwen3": tensors += [(p + "attn_q_norm.weight", (hd,), 0), (p + "attn_k_norm.weight", (hd,), 0)]
 b = bytearray(b"GGUF") + struct.pack("<I", 3) + struct.pack("<Q", len(tensors))
-meta = [("general.architecture", "string", "llama"), ("general.alignment", "uint32", 32), ("general.name", "string", shape + "-random"),
-        ("general.file_type", "uint32", 2 if WT == 2 else 1), ("llama.context_length", "uint32", 131072), ("llama.embedding_length", "uint32", H),
-        ("llama.block_count", "uint32", L), ("llama.feed_forward_length", "uint32", F), ("llama.rope.dimension_count", "uint32", hd),
-        ("llama.attention.head_count", "uint32", nh), ("llama.attention.head_count_kv", "uint32", nkv),
-        ("llama.attention.layer_norm_rms_epsilon", "float32", 1e-5), ("llama.rope.freq_base", "float32", S["theta"]),
-        ("llama.vocab_size", "uint32", V), ("tokenizer.ggml.model", "string", "gpt2"), ("tokenizer.ggml.pre", "string", "llama-bpe"),
+meta = [("general.architecture", "string", A), ("general.alignment", "uint32", 32), ("general.name", "string", shape + "-random"),
+        ("general.file_type", "uint32", 2 if WT == 2 else 1), (A + ".context_length", "uint32", 131072), (A + ".embedding_length", "uint32", H),
+        (A + ".block_count", "uint32", L), (A + ".feed_forward_length", "uint32", F), (A + ".rope.dimension_count", "uint32", hd),
+        (A + ".attention.head_count", "uint32", nh), (A + ".attention.head_count_kv", "uint32", nkv),
+        (A + ".attention.layer_norm_rms_epsilon", "float32", 1e-5), (A + ".rope.freq_base", "float32", S["theta"]),
+        (A + ".vocab_size", "uint32", V), ("tokenizer.ggml.model", "string", "gpt2"), ("tokenizer.ggml.pre", "string", "llama-bpe"),
         ("tokenizer.ggml.tokens", "array", ("string", toks)), ("tokenizer.ggml.token_type", "array", ("int32", ttype)),
         ("tokenizer.ggml.merges", "array", ("string", merges)), ("tokenizer.ggml.bos_token_id", "uint32", 128000),
         ("tokenizer.ggml.eos_token_id", "uint32", 128009)]
