@@ -67,8 +67,8 @@ weft_cu_rope make_rope(const Case &c, float **dfreq) {
 }
 
 // The separate kernels (A) and the one kernel (B) from the same inputs at position pos; with_xq: the
-// prepared words too.
-void check_case(const Case &c, int pos, bool with_xq) {
+// prepared words too; qk_norm: per-head q and k norms first (qwen3: weft_cu_rmsnorm in place for A).
+void check_case(const Case &c, int pos, bool with_xq, bool qk_norm = false) {
     const int qd = c.Hq * c.d, kvd = c.Hkv * c.d, nsub = qd / 32;
     const float scale = 1.0f / sqrtf((float)c.d);
     Rng rng(7 + pos);
@@ -82,6 +82,15 @@ void check_case(const Case &c, int pos, bool with_xq) {
     CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
     CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(c.Hkv) * sizeof(int)));
     const weft_cu_xq xa{A.xf, A.xs, qd}, xb{B.xf, B.xs, qd};
+    std::vector<float> nq(c.d), nk(c.d);
+    for (auto &x : nq) x = 0.5f + rng.uniform();
+    for (auto &x : nk) x = 0.5f + rng.uniform();
+    float *dnq = dev_upload(nq), *dnk = dev_upload(nk);
+    const float eps = 1e-6f, *qn = qk_norm ? dnq : nullptr, *kn = qk_norm ? dnk : nullptr;
+    if (qk_norm) {
+        CK(weft_cu_rmsnorm(A.q, c.d, A.q, c.d, nullptr, dnq, c.Hq, c.d, eps, 0));
+        CK(weft_cu_rmsnorm(A.k, c.d, A.k, c.d, nullptr, dnk, c.Hkv, c.d, eps, 0));
+    }
     CK(weft_cu_rope_store(A.q, A.k, A.v, A.rows, 1, c.Hq, c.Hkv, c.d, 0, &rope, 0));
     CK(weft_cu_attention(A.q, A.out, A.rows, 1, pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, 0));
     CK(weft_cu_xq_prep(A.out, qd, 1, &xa, 0));
@@ -90,7 +99,7 @@ void check_case(const Case &c, int pos, bool with_xq) {
     std::vector<float> xs1;
     for (int rep = 0; rep < 2; rep++) { // the second launch must find the counters at zero
         CK(weft_cu_attention_decode(B.q, B.k, B.v, B.out, with_xq ? &xb : nullptr, B.rows, pos, c.Hq, c.Hkv,
-                                    c.d, 0, scale, &rope, B.scratch, c.cap, counters, 0));
+                                    c.d, 0, scale, &rope, qn, kn, eps, B.scratch, c.cap, counters, 0));
         CK(cudaDeviceSynchronize());
         if (rep == 0) {
             out1 = dev_download(B.out, qd);
@@ -109,8 +118,8 @@ void check_case(const Case &c, int pos, bool with_xq) {
     const std::vector<int> cnt = dev_download(counters, (size_t)weft_cu_attention_decode_counters(c.Hkv));
     size_t i = 0;
     char what[96];
-    snprintf(what, sizeof what, "decode %d/%d d=%d rot=%d%s pos=%d%s", c.Hq, c.Hkv, c.d, c.rot,
-             c.adjacent ? " adjacent" : "", pos, with_xq ? " +xq" : "");
+    snprintf(what, sizeof what, "decode %d/%d d=%d rot=%d%s pos=%d%s%s", c.Hq, c.Hkv, c.d, c.rot,
+             c.adjacent ? " adjacent" : "", pos, with_xq ? " +xq" : "", qk_norm ? " +qk norms" : "");
     EXPECT(same_bits(oa.data(), ob.data(), (size_t)qd, &i), "%s: output %zu: %a vs %a", what, i, oa[i],
            ob[i]);
     EXPECT(same_bits(ka.data(), kb.data(), ka.size(), &i), "%s: cache float %zu: %a vs %a", what, i, ka[i],
@@ -139,6 +148,8 @@ void check_case(const Case &c, int pos, bool with_xq) {
     B.release();
     cudaFree(counters);
     cudaFree(dfreq);
+    cudaFree(dnq);
+    cudaFree(dnk);
 }
 
 // The refusals: more key blocks than the scratch floor, xq with a head group not a multiple of 32 wide,
@@ -155,17 +166,25 @@ void check_refusals() {
     const weft_cu_xq xb{B.xf, B.xs, (int64_t)c.Hq * c.d};
     const float s = 0.125f;
     EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 2048, c.Hq, c.Hkv, c.d, 0, s,
-                                    &rope, B.scratch, c.cap, counters, 0) == cudaErrorNotSupported,
+                                    &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters,
+                                    0) == cudaErrorNotSupported,
            "position 2048 taken");
     EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, &xb, B.rows, 10, c.Hq, c.Hkv, c.d, 0, s, &rope,
-                                    B.scratch, c.cap, counters, 0) == cudaErrorNotSupported,
+                                    nullptr, nullptr, 0.0f, B.scratch, c.cap, counters,
+                                    0) == cudaErrorNotSupported,
            "xq taken with a head group of 144 outputs");
     EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 10, c.Hq, c.Hkv, c.d, 0, s, &rope,
-                                    B.scratch, 10, counters, 0) == cudaErrorInvalidValue,
+                                    nullptr, nullptr, 0.0f, B.scratch, 10, counters,
+                                    0) == cudaErrorInvalidValue,
            "a position past max_context taken");
     EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 10, c.Hq, c.Hkv, c.d, 0, s, &rope,
-                                    B.scratch, c.cap, nullptr, 0) == cudaErrorInvalidValue,
+                                    nullptr, nullptr, 0.0f, B.scratch, c.cap, nullptr,
+                                    0) == cudaErrorInvalidValue,
            "no counters taken");
+    EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 10, c.Hq, c.Hkv, c.d, 0, s, &rope,
+                                    B.q, nullptr, 1e-6f, B.scratch, c.cap, counters,
+                                    0) == cudaErrorInvalidValue,
+           "a q norm without a k norm taken");
     CK(cudaGetLastError());
     printf("decode refusals: %s\n", g_failures ? "FAILED so far" : "ok");
     B.release();
@@ -198,7 +217,7 @@ void time_stage(int pos) {
     const double one = time_ms([&] {
         for (int i = 0; i < N; i++)
             CK(weft_cu_attention_decode(B.q, B.k, B.v, B.out, &xb, B.rows, pos, c.Hq, c.Hkv, c.d, 0, scale,
-                                        &rope, B.scratch, c.cap, counters, 0));
+                                        &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters, 0));
     });
     printf("decode attention stage 32/8 d=128 pos=%-5d rope + attention + prep %.2f us | one kernel %.2f us "
            "(per layer, %d back to back)\n",
@@ -232,6 +251,10 @@ int main(int argc, char **argv) {
     for (int pos : {2, 777}) check_case({8, 2, 128, 1024, 64, 1}, pos, true);      // adjacent, rot < d
     for (int pos : {1500, 2047})
         check_case({32, 32, 128, 4096, 128, 0}, pos, true); // G = 1: the unsplit reference
+    for (int pos : {0, 31, 300, 2047}) check_case({32, 8, 128, 4096, 128, 0}, pos, true, true); // qwen3 norms
+    for (int pos : {5, 700}) check_case({16, 8, 128, 1024, 128, 0}, pos, true, true);           // Qwen3-0.6B
+    for (int pos : {1, 290}) check_case({8, 2, 64, 1024, 64, 1}, pos, true, true);              // d < 128
+    for (int pos : {3, 511}) check_case({8, 2, 256, 1024, 256, 0}, pos, true, true);            // d = 256
     check_refusals();
     for (int pos : {64, 600, 1500, 2047}) time_stage(pos);
     return report("bench_cuda_attention_decode");

@@ -20,6 +20,7 @@
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
 #include "pdl.cuh"
+#include "rmsnorm.cuh"
 #include "rope.cuh"
 
 namespace {
@@ -46,12 +47,32 @@ int smem_bytes(int G, int d) {
     return 4 * (2 * 16 * (d / 2 + 4) + attn_kv_words(d) + G * d + 2 * d + 2 * ((G + 3) & ~3) + 16 * KB + 4);
 }
 
+// Row x [d] normed into y as weft_cu_rmsnorm norms a row of d elements (ops.cu's rmsnorm_kernel<T>, T =
+// weft_norm_threads(d)), by one warp: lane l plays the virtual threads 32m + l (m < T/32), each summing
+// fmaf(x_i, x_i, ·) over i = vt, vt + T, ... in order; virtual warp m's xor tree is the warp's, and its sum
+// is its lane 0's; the T/32 sums add in order; y_i = wn_i·(x_i·inv), inv = 1 / sqrtf(tot / d + eps).
+__device__ __forceinline__ void head_norm(const float *x, const float *wn, int d, float eps, float *y) {
+    const int lane = threadIdx.x & 31, T = weft_norm_threads(d);
+    float tot = 0.0f;
+    for (int m = 0; m < T / 32; m++) {
+        float ss = 0.0f;
+        for (int i = 32 * m + lane; i < d; i += T) ss = fmaf(x[i], x[i], ss);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
+        ss = __shfl_sync(0xffffffffu, ss, 0);
+        tot = m == 0 ? ss : __fadd_rn(tot, ss);
+    }
+    const float inv = 1.0f / sqrtf(tot / (float)d + eps);
+    for (int i = lane; i < d; i += 32) y[i] = wn[i] * (x[i] * inv);
+}
+
 template <int DMAX>
 __global__ void __launch_bounds__(kThreads)
     attn_decode_kernel(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
                        float *out, uint32_t *xf, float *xs, const weft_cu_row *__restrict__ rows, int Hq,
-                       int Hkv, int d, int layer, float scale, weft_cu_rope rope, float *scratch, int nbrow,
-                       int *counters) {
+                       int Hkv, int d, int layer, float scale, weft_cu_rope rope,
+                       const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
+                       float *scratch, int nbrow, int *counters) {
     extern __shared__ __align__(16) uint32_t smw[];
     const int j = blockIdx.x, kb = blockIdx.y, t = threadIdx.x, w = t >> 5;
     const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4, half = rope.rot / 2;
@@ -82,32 +103,32 @@ __global__ void __launch_bounds__(kThreads)
     kv.load_k(Kc, kvd, t0, pos - 1, d);
     kv.load_v(Vc, kvd, t0, pos - 1, d);
     weft_pdl_enter();
-    // q heads j·G .. j·G + G − 1 (and, in the new key's block, head j of k) rotated into xg (knew); the
-    // dimensions past rot copied; the new value into vnew.
+    // The rows this block rotates — q heads j·G .. j·G + G − 1 into xg and, in the new key's block, head j of
+    // k into knew — first copied into shared memory, or, with per-head norms (qwen3), normed into it as
+    // weft_cu_rmsnorm norms them in place (head_norm); then rotated there in place. The new value into vnew.
     const float *qj = q + (size_t)j * Gd, *kj = k + (size_t)j * d;
     const int nh = G + (newkey ? 1 : 0), np = half * nh;
+    auto row_in = [&](int h) -> const float * { return h < G ? qj + h * d : kj; };
+    auto row_out = [&](int h) -> float * { return h < G ? xg + h * d : knew; };
+    if (q_norm) {
+        for (int h = w; h < nh; h += kWarps)
+            head_norm(row_in(h), h < G ? q_norm : k_norm, d, eps, row_out(h));
+    } else {
+        for (int i = t; i < nh * d; i += kThreads) row_out(i / d)[i % d] = row_in(i / d)[i % d];
+    }
+    if (newkey)
+        for (int c = t; c < d; c += kThreads) vnew[c] = v[(size_t)j * d + c];
+    __syncthreads();
     auto rotate = [&](int idx, float f) {
-        const int h = idx / half;
         int a, b;
         weft_rope_dims(rope, idx % half, a, b);
-        const float *x = h < G ? qj + h * d : kj;
-        float *y = h < G ? xg + h * d : knew;
-        weft_rope_rotate(pos, f, rope.attn_factor, x[a], x[b], y[a], y[b]);
+        float *y = row_out(idx / half);
+        weft_rope_rotate(pos, f, rope.attn_factor, y[a], y[b], y[a], y[b]); // (x0, x1 taken by value)
     };
 #pragma unroll
     for (int u = 0; u < kRopePre; u++)
         if (t + u * kThreads < np) rotate(t + u * kThreads, fpre[u]);
     for (int idx = t + kRopePre * kThreads; idx < np; idx += kThreads) rotate(idx, rope.inv_freq[idx % half]);
-    const int nr = d - rope.rot; // the rotated dimensions are [0, rot) either way
-    for (int i = t; i < nh * nr; i += kThreads) {
-        const int h = i / nr, c = rope.rot + i % nr;
-        if (h < G)
-            xg[h * d + c] = qj[h * d + c];
-        else
-            knew[c] = kj[c];
-    }
-    if (newkey)
-        for (int c = t; c < d; c += kThreads) vnew[c] = v[(size_t)j * d + c];
     __syncthreads();
     if (newkey) {
         kv.set_key(t0, pos, knew, vnew, d);
@@ -208,25 +229,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int DMAX>
-cudaError_t launch(int Hkv, int nkb, int G, int d, cudaStream_t stream, const float *q, const float *k,
-                   const float *v, float *out, uint32_t *xf, float *xs, const weft_cu_row *rows, int Hq,
-                   int layer, float scale, const weft_cu_rope &rope, float *scratch, int nbrow,
-                   int *counters) {
-    // The limit is raised to the device's maximum when this launch needs more than the default, never lowered
-    // (launches of other shapes share the instance and may sit in cached graphs); a shape past the maximum is
-    // refused, and the caller takes the separate kernels (they need less shared memory).
-    const int smem = smem_bytes(G, d), max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    if (smem > max_smem) return cudaErrorNotSupported;
-    if (smem > 48 * 1024) {
-        const cudaError_t e = cudaFuncSetAttribute(attn_decode_kernel<DMAX>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-        if (e != cudaSuccess) return e;
-    }
-    return weft_pdl_launch(attn_decode_kernel<DMAX>, dim3((unsigned)Hkv, (unsigned)nkb), dim3(kThreads),
-                           (size_t)smem, stream, q, k, v, out, xf, xs, rows, Hq, Hkv, d, layer, scale, rope,
-                           scratch, nbrow, counters);
-}
+// The kernel instance for head dims up to DMAX.
+template <int DMAX> constexpr auto kernel_for = attn_decode_kernel<DMAX>;
 
 } // namespace
 
@@ -237,10 +241,12 @@ extern "C" int weft_cu_attention_decode_counters(int Hkv) {
 extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                                 const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos,
                                                 int Hq, int Hkv, int d, int layer, float scale,
-                                                const weft_cu_rope *rope, float *scratch, int max_context,
-                                                int *counters, cudaStream_t stream) {
+                                                const weft_cu_rope *rope, const float *q_norm,
+                                                const float *k_norm, float eps, float *scratch,
+                                                int max_context, int *counters, cudaStream_t stream) {
     if (!weft_cu_attention_ok(Hq, Hkv, d) || max_pos < 0 || max_pos >= max_context || !counters ||
-        rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq))
+        rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq) ||
+        !q_norm != !k_norm)
         return cudaErrorInvalidValue;
     const int G = Hq / Hkv,
               nkb = (max_pos / (SPAN * KB) + 1) * SPAN; // key blocks of the spans, as the split mode
@@ -248,15 +254,21 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
     if (xq && (xq->K != (int64_t)Hq * d || (G * d) % 32)) return cudaErrorNotSupported;
     uint32_t *xf = xq ? xq->f : nullptr;
     float *xs = xq ? xq->s : nullptr;
-    if (d <= 32)
-        return launch<32>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope,
-                          scratch, nkb, counters);
-    if (d <= 64)
-        return launch<64>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope,
-                          scratch, nkb, counters);
-    if (d <= 128)
-        return launch<128>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope,
+    const auto kernel = d <= 32    ? kernel_for<32>
+                        : d <= 64  ? kernel_for<64>
+                        : d <= 128 ? kernel_for<128>
+                                   : kernel_for<256>;
+    // The limit is raised to the device's maximum when this launch needs more than the default, never lowered
+    // (launches of other shapes share the instance and may sit in cached graphs); a shape past the maximum is
+    // refused, and the caller takes the separate kernels (they need less shared memory).
+    const int smem = smem_bytes(G, d), max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    if (smem > max_smem) return cudaErrorNotSupported;
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+        if (e != cudaSuccess) return e;
+    }
+    return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb), dim3(kThreads), (size_t)smem, stream,
+                           q, k, v, out, xf, xs, rows, Hq, Hkv, d, layer, scale, *rope, q_norm, k_norm, eps,
                            scratch, nkb, counters);
-    return launch<256>(Hkv, nkb, G, d, stream, q, k, v, out, xf, xs, rows, Hq, layer, scale, *rope, scratch,
-                       nkb, counters);
 }

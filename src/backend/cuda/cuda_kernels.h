@@ -292,7 +292,9 @@ cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n
 /* One row's decode step of a layer's attention in one launch (attention_decode.cu): what weft_cu_rope_store,
  * weft_cu_attention and weft_cu_xq_prep do for row 0 of rows, with the same bits — q [Hq·d] and k [Hkv·d]
  * (row 0 of the q|k|v outputs, not rotated; read only) rotated at rows[0].pos, the rotated k and v [Hkv·d]
- * stored into the row's cache at that position for layer `layer`, out [Hq·d] = the attention over keys
+ * stored into the row's cache at that position for layer `layer` — with q_norm and k_norm ([d] each, both or
+ * neither; qwen3), q's and k's heads first normed as weft_cu_rmsnorm(…, d, eps) norms them —, out [Hq·d] =
+ * the attention over keys
  * 0..pos, and, with xq (K = Hq·d), out's prepared words and sums for row 0. max_pos = rows[0].pos (the launch
  * covers its spans; a graph replays it for any position of the same span count). scratch:
  * weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats for any n >= 1. counters:
@@ -310,7 +312,8 @@ int weft_cu_attention_decode_counters(int Hkv);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                      const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos, int Hq,
                                      int Hkv, int d, int layer, float scale, const weft_cu_rope *rope,
-                                     float *scratch, int max_context, int *counters, cudaStream_t stream);
+                                     const float *q_norm, const float *k_norm, float eps, float *scratch,
+                                     int max_context, int *counters, cudaStream_t stream);
 
 /* g[i] = silu(g[i])·u[i] = g/(1 + exp(−g))·u for i < n. */
 cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream);

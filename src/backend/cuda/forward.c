@@ -127,22 +127,22 @@ static weft_status prep(cu_backend *b, const weft_cu_weight *w, const float *X, 
     return WEFT_OK;
 }
 
-/* Batch-1 decode's attention stage in one kernel (weft_cu_attention_decode: RoPE + KV store, attention and
- * the o projection's prepared words, the same bits as the separate kernels) for one row without per-head q/k
- * norms, unless WEFT_CU_T_NO_FUSED_ATTN (timing) is set. *done: it ran (*prepped: the prepared words too);
- * else the separate kernels must run (not applicable, or refused as cudaErrorNotSupported). The stage's
+/* Batch-1 decode's attention stage in one kernel (weft_cu_attention_decode: the per-head q/k norms (qwen3),
+ * RoPE + KV store, attention and the o projection's prepared words, the same bits as the separate kernels)
+ * for one row, unless WEFT_CU_T_NO_FUSED_ATTN (timing) is set. *done: it ran (*prepped: the prepared words
+ * too); else the separate kernels must run (not applicable, or refused as cudaErrorNotSupported). The stage's
  * WEFT_CU_T_ATTN twice-bit launches it twice (it is idempotent: the same cache entries, counters at zero). */
 static weft_status attn_fused(cu_backend *b, const cu_layer *ly, int n, int l, float scale, bool *done,
                               bool *prepped, weft_err *err) {
     *done = *prepped = false;
-    if (n != 1 || b->baseline || b->n_tiles > 0 || ly->q_norm || (b->twice & WEFT_CU_T_NO_FUSED_ATTN))
-        return WEFT_OK;
+    if (n != 1 || b->baseline || b->n_tiles > 0 || (b->twice & WEFT_CU_T_NO_FUSED_ATTN)) return WEFT_OK;
     const bool xq = wants_xq(b, &ly->wo);
     const weft_cu_xq q = xq_of(b, ly->wo.cols);
     for (int rep = 0; rep < 1 + ((b->twice & WEFT_CU_T_ATTN) != 0); rep++) {
         const cudaError_t e = weft_cu_attention_decode(
             b->q, b->k, b->v, b->att, xq ? &q : NULL, b->d_rows, b->max_pos, (int)b->Hq, (int)b->Hkv,
-            (int)b->d, l, scale, &b->rope, b->attn_scratch, b->max_context, b->attn_counters, b->stream);
+            (int)b->d, l, scale, &b->rope, ly->q_norm, ly->k_norm, b->eps, b->attn_scratch, b->max_context,
+            b->attn_counters, b->stream);
         if (e == cudaErrorNotSupported && rep == 0) return WEFT_OK;
         if (e != cudaSuccess) return cu_fail(err, e, "attention (one kernel)");
     }
@@ -207,14 +207,14 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
             STEP(mm(b, &ly->wk, b->xb, H, n, b->k, kvd, ly->bk, 0, "k projection", err));
             STEP(mm(b, &ly->wv, b->xb, H, n, b->v, kvd, ly->bv, 0, "v projection", err));
         }
-        if (ly->q_norm) {
+        bool fused, prepped; /* q/k norms, RoPE, KV store and attention done in one kernel; the o prep too */
+        STEP(attn_fused(b, ly, n, (int)l, scale, &fused, &prepped, err));
+        if (!fused && ly->q_norm) {
             LAUNCH(weft_cu_rmsnorm(b->q, d, b->q, d, NULL, ly->q_norm, n * (int)b->Hq, (int)d, b->eps, st),
                    "q norm");
             LAUNCH(weft_cu_rmsnorm(b->k, d, b->k, d, NULL, ly->k_norm, n * (int)b->Hkv, (int)d, b->eps, st),
                    "k norm");
         }
-        bool fused, prepped; /* RoPE, KV store and attention done in one kernel; the o prep too */
-        STEP(attn_fused(b, ly, n, (int)l, scale, &fused, &prepped, err));
         if (!fused) STEP(attn_separate(b, n, (int)l, scale, err));
         if (!prepped) STAGE(WEFT_CU_T_PREP, STEP(prep(b, &ly->wo, b->att, n, err)));
         STAGE(WEFT_CU_T_O, STEP(mm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1, "o projection", err)));

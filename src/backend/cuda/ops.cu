@@ -2,14 +2,10 @@
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
 #include "pdl.cuh"
+#include "rmsnorm.cuh"
 #include "rope.cuh"
 
 namespace {
-
-// Threads per RMSNorm block: a function of n alone, so a row's sum order never depends on anything else.
-int norm_threads(int n) {
-    return n >= 1024 ? 256 : n >= 128 ? 128 : 32;
-}
 
 template <int T>
 __global__ void __launch_bounds__(T)
@@ -145,7 +141,7 @@ static cudaError_t rmsnorm_launch(float *Y, int64_t ldy, const float *X, int64_t
     // Few rows (decode): the prepared path's output work in 4 slices per row (the kernel's header); one block
     // per row would leave all but a few SMs idle behind a serial chain (measured 4.5 µs per norm at batch 1).
     const dim3 grid((unsigned)n_rows, F && n_rows < 32 ? 4u : 1u);
-    switch (norm_threads(n)) {
+    switch (weft_norm_threads(n)) {
     case 256:
         return weft_pdl_launch(rmsnorm_kernel<256>, grid, dim3(256), 0, stream, Y, ldy, X, ldx, rowmap, w, n,
                                eps, F, S);
