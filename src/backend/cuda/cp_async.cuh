@@ -17,15 +17,18 @@ __device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *src, bool
 }
 
 // Copies BYTES (4, 8 or 16; dst and src aligned to it) from global to shared memory asynchronously; with ok
-// false, writes zeros instead (src is not read).
-template <int BYTES> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
+// false, writes zeros instead (src is not read). cp_async_s: dst as a shared-memory address (smem_addr).
+template <int BYTES> __device__ __forceinline__ void cp_async_s(uint32_t dst, const void *src, bool ok) {
     if constexpr (BYTES == 16) {
-        cp_async16_s(smem_addr(dst), src, ok);
+        cp_async16_s(dst, src, ok);
     } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem_addr(dst)), "l"(src),
-                     "n"(BYTES), "r"(ok ? BYTES : 0)
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(src), "n"(BYTES),
+                     "r"(ok ? BYTES : 0)
                      : "memory");
     }
+}
+template <int BYTES> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
+    cp_async_s<BYTES>(smem_addr(dst), src, ok);
 }
 __device__ __forceinline__ void cp_commit() {
     asm volatile("cp.async.commit_group;" ::: "memory");

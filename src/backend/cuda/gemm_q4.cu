@@ -72,68 +72,79 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct alignas(16) GStage 
 // changes): 16-byte chunks o of the weight tiles T0, T0 + TPI, ..., chunks o of activation rows r0, r0 + RPI,
 // ..., the 32-element sums of row tid (AFFINE), the scales (biases) of weight row tid % 128. The weight part
 // (load_w: data no kernel writes) may be issued before weft_pdl_enter, the activation part (load_x) only
-// after.
+// after. Addresses are kept as the stage-0 shared-memory offsets and the K-block-0 sources; a K block adds
+// its offsets (no per-copy selects: a zero-filling copy's source is its array's first row, and that row's K
+// blocks are inside the array, so the sum stays in bounds and is not read). Its cursor (seek, then step:
+// KW blocks on within a slot) keeps the offsets as running sums.
 template <int MODE, int SDT, int SB, int GPB, int GR, int NT> struct GLoad {
     using St = GStage<MODE, SDT, SB, GPB, GR>;
     static constexpr int CPT = 16 * SB, TPI = NT / CPT; // chunks per tile, tiles per pass
     static constexpr int CPR = 8 * SB, RPI = NT / CPR;  // chunks per activation row, rows per pass
     static constexpr int NSC = GT * 16 * (MODE == WEFT_CU_AFFINE ? 2 : 1); // scale (bias) rows
     static constexpr int NPA = (GT + TPI - 1) / TPI, NPX = (GR + RPI - 1) / RPI, NPS = (NSC + NT - 1) / NT;
-    const uint32_t *a[NPA], *x; // each weight pass's source at K block 0; the first activation pass's
+    const uint32_t *a[NPA], *x[NPX]; // each pass's source at K block 0
     const float *xs;
     const char *sc[NPS];
-    int t0, oa, r0, ox;
-    int nrx, x_step; // activation passes whose row exists; words between passes
-    bool a_ok[NPA], sc_ok[NPS], xs_ok;
+    uint32_t da[NPA], dx[NPX], dsc[NPS], dxs; // each pass's destination in stage 0 (shared-memory address)
+    bool a_ok[NPA], x_ok[NPX], sc_ok[NPS], xs_ok;
+    int oa = 0, ox = 0, os = 0; // the cursor's offsets: words of a and of x, bytes of the scales
+    int step_a = 0, step_x = 0, step_s = 0;
 
     __device__ __forceinline__ GLoad(const WDev &w, const uint32_t *XF, const float *XS, int M, int64_t tile0,
-                                     int64_t ntiles, int row0, int nblk, int tid) {
+                                     int64_t ntiles, int row0, int nblk, int KW, const St *stage0, int tid) {
         const int64_t nsub = w.cols / 32, ng = w.cols >> w.gshift;
-        t0 = tid / CPT, oa = tid % CPT, r0 = tid / CPR, ox = tid % CPR;
+        const int t0 = tid / CPT, ca = tid % CPT, r0 = tid / CPR, cx = tid % CPR;
         // a zero-filling copy (tile or row past the end) still names a source: the array's start
 #pragma unroll
         for (int k = 0; k < NPA; k++) {
             const int64_t T = tile0 + t0 + k * TPI;
             a_ok[k] = t0 + k * TPI < GT && T < ntiles;
-            a[k] = static_cast<const uint32_t *>(w.q) + (a_ok[k] ? T * nblk * 64 * SB + 4 * oa : 0);
+            a[k] = static_cast<const uint32_t *>(w.q) + (a_ok[k] ? T * nblk * 64 * SB + 4 * ca : 0);
+            da[k] = smem_addr(&stage0->a[t0 + k * TPI < GT ? t0 + k * TPI : 0][4 * ca]);
         }
-        nrx = 0;
-        for (int k = 0; k * RPI + r0 < GR && row0 + r0 + k * RPI < M; k++) nrx++;
-        x = XF + (nrx ? (int64_t)(row0 + r0) * nsub * 32 + 4 * ox : 0);
-        x_step = RPI * (int)nsub * 32;
+#pragma unroll
+        for (int k = 0; k < NPX; k++) {
+            const int r = r0 + k * RPI;
+            x_ok[k] = r < GR && row0 + r < M;
+            x[k] = XF + (x_ok[k] ? (int64_t)(row0 + r) * nsub * 32 + 4 * cx : 0);
+            dx[k] = smem_addr(&stage0->x[r < GR ? r : 0][4 * cx]);
+        }
         xs_ok = tid < GR && row0 + tid < M;
         xs = XS + (int64_t)(xs_ok ? row0 + tid : 0) * nsub;
+        dxs = smem_addr(&stage0->xs[tid < GR ? tid : 0][0]);
 #pragma unroll
         for (int k = 0; k < NPS; k++) { // copy tid + k·NT: the scales of weight row i % 128, biases from 128
             const int i = tid + k * NT, sr = i % (GT * 16);
             sc_ok[k] = i < NSC && tile0 + sr / 16 < ntiles;
             const char *base = static_cast<const char *>(i >= GT * 16 ? w.b : w.s);
             sc[k] = base + (sc_ok[k] ? (tile0 * 16 + sr) * ng : 0) * St::SSZ;
+            dsc[k] = smem_addr(i >= GT * 16 ? &stage0->b[sr][0] : &stage0->s[sr][0]);
         }
+        step_a = KW * 64 * SB, step_x = KW * SB * 32, step_s = KW * GPB * St::SSZ;
+    }
+    // The cursor at K block kb (a slot's first block), then one step on (the slot's next block).
+    __device__ __forceinline__ void seek(int kb) {
+        oa = kb * 64 * SB, ox = kb * SB * 32, os = kb * GPB * St::SSZ;
+    }
+    __device__ __forceinline__ void step() {
+        oa += step_a, ox += step_x, os += step_s;
     }
 
-    __device__ __forceinline__ void load_w(St &S, int kb, int tid) const {
-        const int off = kb * 64 * SB;
+    // The weight part of the cursor's K block into the stage at shared-memory offset so (bytes).
+    __device__ __forceinline__ void load_w(uint32_t so, int tid) const {
 #pragma unroll
         for (int k = 0; k < NPA; k++)
-            if (t0 + k * TPI < GT)
-                cp_async<16>(&S.a[t0 + k * TPI][4 * oa], a[k] + (a_ok[k] ? off : 0), a_ok[k]);
+            if (tid / CPT + k * TPI < GT) cp_async16_s(da[k] + so, a[k] + oa, a_ok[k]);
 #pragma unroll
-        for (int k = 0; k < NPS; k++) {
-            const int i = tid + k * NT, sr = i % (GT * 16);
-            if (i < NSC)
-                cp_async<St::SBYTES>(i >= GT * 16 ? &S.b[sr][0] : &S.s[sr][0],
-                                     sc[k] + (sc_ok[k] ? kb * GPB * St::SSZ : 0), sc_ok[k]);
-        }
+        for (int k = 0; k < NPS; k++)
+            if (tid + k * NT < NSC) cp_async_s<St::SBYTES>(dsc[k] + so, sc[k] + os, sc_ok[k]);
     }
-    __device__ __forceinline__ void load_x(St &S, int kb, int tid) const {
-        const int off = kb * SB * 32;
+    // The activation part of the K block whose x offset is ox_ (the cursor's when it was there).
+    __device__ __forceinline__ void load_x(uint32_t so, int ox_, int tid) const {
 #pragma unroll
         for (int k = 0; k < NPX; k++)
-            if (r0 + k * RPI < GR)
-                cp_async<16>(&S.x[r0 + k * RPI][4 * ox], x + (k < nrx ? k * x_step + off : 0), k < nrx);
-        if (MODE == WEFT_CU_AFFINE && tid < GR)
-            cp_async<4 * SB>(&S.xs[tid][0], xs + (xs_ok ? kb * SB : 0), xs_ok);
+            if (tid / CPR + k * RPI < GR) cp_async16_s(dx[k] + so, x[k] + ox_, x_ok[k]);
+        if (MODE == WEFT_CU_AFFINE && tid < GR) cp_async_s<4 * SB>(dxs + so, xs + (unsigned)ox_ / 32, xs_ok);
     }
 };
 
@@ -161,12 +172,7 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
     // the slots this block walks: SPC of them (SPLIT), or all KW in order
     const weft_slot_walk sw = weft_slot_walk_make(rank, CL, KW, nblk, L::SPLIT ? SPC : KW);
     const int nmine = sw.n;
-    int lj = 0, lk = 0, cj = 0, ck = 0; // the cursors of the next K block to load and to compute
-    auto load_kb = [&]() {
-        const int kb = weft_slot_walk_kb(&sw, lj, lk);
-        weft_slot_walk_next(&sw, &lj, &lk);
-        return kb;
-    };
+    int lj = 0, lk = 0, cj = 0, ck = 0; // the walk's cursors of the next K block to load and to compute
     // SPLIT: [SPC][warp][m][q][h][lane], each local slot's sums, after the stages
     float *part = reinterpret_cast<float *>(smem + sizeof(St) * NST);
     auto pidx = [&](int j, int wp, int m, int q, int h) {
@@ -186,37 +192,53 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
 #pragma unroll
     for (int q = 0; q < WQ; q++) sxg[q] = 0.0f;
 
-    const GLoad<MODE, SDT, SB, GPB, L::GR, L::NT> ld(w, XF, XS, M, tile0, ntiles, row0, nblk, tid);
+    GLoad<MODE, SDT, SB, GPB, L::GR, L::NT> ld(w, XF, XS, M, tile0, ntiles, row0, nblk, KW, stage, tid);
+    auto load_next = [&]() { // the copy cursor to the walk's next K block: a slot's first, or KW blocks on
+        if (lk == 0)
+            ld.seek(weft_slot_walk_kb(&sw, lj, 0));
+        else
+            ld.step();
+        weft_slot_walk_next(&sw, &lj, &lk);
+    };
+    constexpr uint32_t SST = sizeof(St); // bytes between stages
     // the first stages' weights travel while the previous kernel finishes (pdl.cuh); they join the first
     // commit group with the first activations
-    int kb0[NST - 1];
+    int ox0[NST - 1];
 #pragma unroll
     for (int p = 0; p < NST - 1; p++) {
-        kb0[p] = p < nmine ? load_kb() : 0;
-        if (p < nmine) ld.load_w(stage[p], kb0[p], tid);
+        ox0[p] = 0;
+        if (p < nmine) {
+            load_next();
+            ld.load_w(p * SST, tid);
+            ox0[p] = ld.ox;
+        }
     }
     weft_pdl_enter();
 #pragma unroll
     for (int p = 0; p < NST - 1; p++) {
-        if (p < nmine) ld.load_x(stage[p], kb0[p], tid);
+        if (p < nmine) ld.load_x(p * SST, ox0[p], tid);
         cp_commit();
     }
     int slot = 0;
+    uint32_t so = (NST - 1) * SST; // the stage of block i + NST − 1 (the next copies)
+    const St *S_ = stage;          // the stage of block i
 #pragma unroll 1
     for (int i = 0; i < nmine; i++) {
         {
             cp_wait<NST - 2>();
             __syncthreads(); // block i has landed for all threads; block i − 1's stage is free again
             if (i + NST - 1 < nmine) {
-                const int kn = load_kb();
-                ld.load_w(stage[(i + NST - 1) % NST], kn, tid);
-                ld.load_x(stage[(i + NST - 1) % NST], kn, tid);
+                load_next();
+                ld.load_w(so, tid);
+                ld.load_x(so, ld.ox, tid);
             }
             cp_commit();
+            so = so == (NST - 1) * SST ? 0 : so + SST;
             const int jslot = cj; // the local slot of block i
             const bool slot_end = ck == weft_slot_walk_len(&sw, cj) - 1;
             weft_slot_walk_next(&sw, &cj, &ck);
-            const St &S = stage[i % NST];
+            const St &S = *S_;
+            S_ = S_ == stage + (NST - 1) ? stage : S_ + 1;
             // Scale groups two at a time (the compiler hoists a step's activation loads: all of a block's
             // groups at once would run out of registers; two at once measured 3-4% faster than one), each
             // group's SPB sub-blocks unrolled. Tiles past the weight's end compute on zero-filled copies and
