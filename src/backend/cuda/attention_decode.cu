@@ -1,10 +1,12 @@
-// The batch-1 decode step of one layer's attention in one kernel: weft_cu_attention_decode (cuda_kernels.h).
+// The decode step of one layer's attention in one kernel, for rows of distinct streams (a decode round):
+// weft_cu_attention_decode (cuda_kernels.h).
 //
 // At one row the attention stage was four dependent kernels — RoPE + KV store (ops.cu), the split-mode
 // attention and its combine (attention.cu), and the o projection's activation prep (mma_q4x.cu) — and at
 // batch 1 each kernel boundary costs about as much as the work (≈ 16 µs per layer for ≈ 5 MB of K/V,
 // bench/NOTES.md session 10). This kernel does the same arithmetic in one launch, so it gives the same bits:
-//  - one block per (kv head j, key block kb) of the row's keys 0..pos, as the split mode (its warps sharing
+//  - one block per (kv head j, key block kb, row r) of row r's keys 0..pos, as the split mode (its warps
+//  sharing
 //    the block's n-tiles, K and V staged as hi/lo planes with one memory round trip);
 //  - every block rotates the G query heads of kv head j with weft_rope_rotate (rope.cuh, as rope_store) into
 //    shared memory and stages them; the block holding key pos also rotates the new key, stores it and the new
@@ -16,7 +18,11 @@
 //    mode's order (attn_fold_blocks); it stores out = o / l and the prepared words of those G·d outputs
 //    (q4_prep_chunk, as weft_cu_xq_prep).
 // The arrival counters order nothing in the arithmetic: the fold order is fixed by position, whichever block
-// arrives last.
+// arrives last. Rows share nothing: each has its own cache (one row per stream), records and counters, so a
+// row's bits do not depend on the other rows of the call. forward.c uses it at one row only: from 4 rows on
+// the separate kernels are faster (16 rows at 600 positions: 95.8 vs 56.3 µs per layer, bench/NOTES.md
+// session 12 — each (kv head, key block) block stages its q heads again and the arrival folds add up), while
+// the harness checks every row count against them.
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
 #include "pdl.cuh"
@@ -74,7 +80,7 @@ __global__ void __launch_bounds__(kThreads)
                        const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
                        float *scratch, int nbrow, int *counters) {
     extern __shared__ __align__(16) uint32_t smw[];
-    const int j = blockIdx.x, kb = blockIdx.y, t = threadIdx.x, w = t >> 5;
+    const int j = blockIdx.x, kb = blockIdx.y, r = blockIdx.z, t = threadIdx.x, w = t >> 5;
     const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4, half = rope.rot / 2;
     uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
              *vl = vh + d * kAttnVS;
@@ -91,7 +97,7 @@ __global__ void __launch_bounds__(kThreads)
     // kernel, and a row's cache entries before its position were written by earlier forwards, each of which
     // the host waits for (forward.c) — one row per launch (the API), so no other row of the launch writes
     // them either. Their loads then travel while the predecessor (the q|k|v matmul) finishes.
-    const weft_cu_row row = rows[0];
+    const weft_cu_row row = rows[r];
     const int t0 = kb * KB, pos = row.pos;
     // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing, so
     // the arrival counters stay at zero for the launches after it.
@@ -106,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
     // The rows this block rotates — q heads j·G .. j·G + G − 1 into xg and, in the new key's block, head j of
     // k into knew — first copied into shared memory, or, with per-head norms (qwen3), normed into it as
     // weft_cu_rmsnorm norms them in place (head_norm); then rotated there in place. The new value into vnew.
-    const float *qj = q + (size_t)j * Gd, *kj = k + (size_t)j * d;
+    const float *qj = q + (size_t)r * Hq * d + (size_t)j * Gd, *kj = k + (size_t)r * kvd + (size_t)j * d;
     const int nh = G + (newkey ? 1 : 0), np = half * nh;
     auto row_in = [&](int h) -> const float * { return h < G ? qj + h * d : kj; };
     auto row_out = [&](int h) -> float * { return h < G ? xg + h * d : knew; };
@@ -117,7 +123,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = t; i < nh * d; i += kThreads) row_out(i / d)[i % d] = row_in(i / d)[i % d];
     }
     if (newkey)
-        for (int c = t; c < d; c += kThreads) vnew[c] = v[(size_t)j * d + c];
+        for (int c = t; c < d; c += kThreads) vnew[c] = v[(size_t)r * kvd + (size_t)j * d + c];
     __syncthreads();
     auto rotate = [&](int idx, float f) {
         int a, b;
@@ -151,6 +157,8 @@ __global__ void __launch_bounds__(kThreads)
     // Records per head: [head][key block, then span totals][m, l, o[d]]; record(g, b, c, ...) stores output c
     // of head g's record b (m and l once, with c = 0).
     const int stride = nbrow + SPAN;
+    scratch += (size_t)r * Hq * stride * (d + 2); // row r's records
+    counters += (size_t)r * Hkv * (1 + kMaxSpans);
     auto record = [&](int g, int b, int c, float m, float l, float o) {
         float *p = scratch + ((size_t)(j * G + g) * stride + b) * (d + 2);
         p[2 + c] = o;
@@ -206,7 +214,7 @@ __global__ void __launch_bounds__(kThreads)
                     continue;
                 }
                 const float o = f[u].o / f[u].l;
-                out[(size_t)j * Gd + i] = o;
+                out[(size_t)r * Hq * d + (size_t)j * Gd + i] = o;
                 xg[i] = o;
             }
         }
@@ -217,7 +225,7 @@ __global__ void __launch_bounds__(kThreads)
     // The prepared words of this head group's outputs: sub-blocks of 32 (Gd % 32 == 0), 8 per warp call,
     // 4 lanes each; the loop bound is warp-uniform (q4_prep_chunk shuffles).
     const int lane = t & 31, tt = lane & 3, nsl = Gd / 32;
-    const int64_t sub0 = (int64_t)j * nsl;
+    const int64_t sub0 = (int64_t)r * Hkv * nsl + (int64_t)j * nsl; // row r's sub-blocks start at r·Hq·d/32
     for (int b0 = 8 * w; b0 < nsl; b0 += 8 * kWarps) {
         const int sl = b0 + (lane >> 2);
         const bool ok = sl < nsl;
@@ -234,18 +242,22 @@ template <int DMAX> constexpr auto kernel_for = attn_decode_kernel<DMAX>;
 
 } // namespace
 
-extern "C" int weft_cu_attention_decode_counters(int Hkv) {
-    return Hkv * (1 + kMaxSpans);
+extern "C" int weft_cu_attention_decode_counters(int n_rows, int Hkv) {
+    return n_rows * Hkv * (1 + kMaxSpans);
+}
+
+extern "C" size_t weft_cu_attention_decode_scratch_floats(int n_rows, int Hq, int d) {
+    return (size_t)n_rows * (size_t)Hq * (size_t)(kMaxBlocks + SPAN) * (size_t)(d + 2);
 }
 
 extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
-                                                const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos,
-                                                int Hq, int Hkv, int d, int layer, float scale,
+                                                const weft_cu_xq *xq, const weft_cu_row *rows, int n,
+                                                int max_pos, int Hq, int Hkv, int d, int layer, float scale,
                                                 const weft_cu_rope *rope, const float *q_norm,
                                                 const float *k_norm, float eps, float *scratch,
                                                 int max_context, int *counters, cudaStream_t stream) {
-    if (!weft_cu_attention_ok(Hq, Hkv, d) || max_pos < 0 || max_pos >= max_context || !counters ||
-        rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq) ||
+    if (!weft_cu_attention_ok(Hq, Hkv, d) || n < 1 || n > 65535 || max_pos < 0 || max_pos >= max_context ||
+        !counters || rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq) ||
         !q_norm != !k_norm)
         return cudaErrorInvalidValue;
     const int G = Hq / Hkv,
@@ -268,7 +280,7 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
         if (e != cudaSuccess) return e;
     }
-    return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb), dim3(kThreads), (size_t)smem, stream,
-                           q, k, v, out, xf, xs, rows, Hq, Hkv, d, layer, scale, *rope, q_norm, k_norm, eps,
-                           scratch, nkb, counters);
+    return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb, (unsigned)n), dim3(kThreads),
+                           (size_t)smem, stream, q, k, v, out, xf, xs, rows, Hq, Hkv, d, layer, scale, *rope,
+                           q_norm, k_norm, eps, scratch, nkb, counters);
 }

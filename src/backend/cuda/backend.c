@@ -317,38 +317,48 @@ static weft_status upload_vectors(cu_backend *b, const weft_config *cfg, const w
     return WEFT_OK;
 }
 
+/* Rows weft_cu_attention_decode takes in a forward (forward.c: batch-1 decode only). */
+enum { kDecodeRows = 1 };
+
+/* The attention's scratch: the span partials of any forward, or the one-kernel decode's key-block records. */
+static size_t attn_scratch_floats(const cu_backend *b) {
+    const size_t a = weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context),
+                 c = weft_cu_attention_decode_scratch_floats(kDecodeRows, (int)b->Hq, (int)b->d);
+    return a > c ? a : c;
+}
+
+static size_t attn_counters_bytes(const cu_backend *b) {
+    return (size_t)weft_cu_attention_decode_counters(kDecodeRows, (int)b->Hkv) * sizeof(int);
+}
+
 static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     const size_t R = (size_t)b->max_rows, H = (size_t)b->H, qd = (size_t)(b->Hq * b->d),
                  kvd = (size_t)(b->Hkv * b->d), I = (size_t)b->I, V = (size_t)b->V, f = sizeof(float);
     struct {
         void **p;
         size_t bytes;
-    } acts[] = {
-        {(void **)&b->x, R * H * f},
-        {(void **)&b->xb, R * H * f},
-        {(void **)&b->q, R * qd * f},
-        {(void **)&b->k, R * kvd * f},
-        {(void **)&b->v, R * kvd * f},
-        {(void **)&b->att, R * qd * f},
-        {(void **)&b->g, R * I * f},
-        {(void **)&b->u, R * I * f},
-        {(void **)&b->logits, R * V * f},
-        {(void **)&b->d_rows, R * sizeof(weft_cu_row)},
-        {(void **)&b->d_outrows, R * sizeof(int)},
-        {(void **)&b->d_gsel, R * sizeof(int)},
-        {(void **)&b->d_ids, R * sizeof(int32_t)},
-        {(void **)&b->attn_scratch,
-         weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) * f},
-        {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
-        {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
-        {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)},
-        {(void **)&b->attn_counters, (size_t)weft_cu_attention_decode_counters((int)b->Hkv) * sizeof(int)}};
+    } acts[] = {{(void **)&b->x, R * H * f},
+                {(void **)&b->xb, R * H * f},
+                {(void **)&b->q, R * qd * f},
+                {(void **)&b->k, R * kvd * f},
+                {(void **)&b->v, R * kvd * f},
+                {(void **)&b->att, R * qd * f},
+                {(void **)&b->g, R * I * f},
+                {(void **)&b->u, R * I * f},
+                {(void **)&b->logits, R * V * f},
+                {(void **)&b->d_rows, R * sizeof(weft_cu_row)},
+                {(void **)&b->d_outrows, R * sizeof(int)},
+                {(void **)&b->d_gsel, R * sizeof(int)},
+                {(void **)&b->d_ids, R * sizeof(int32_t)},
+                {(void **)&b->attn_scratch, attn_scratch_floats(b) * f},
+                {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
+                {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
+                {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)},
+                {(void **)&b->attn_counters, attn_counters_bytes(b)}};
     weft_status st;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
-    CU_TRY(
-        cudaMemset(b->attn_counters, 0, (size_t)weft_cu_attention_decode_counters((int)b->Hkv) * sizeof(int)),
-        "attention counters");
+    CU_TRY(cudaMemset(b->attn_counters, 0, attn_counters_bytes(b)), "attention counters");
     /* (on the legacy stream; the forwards' non-blocking stream does not wait for it) */
     CU_TRY(cudaDeviceSynchronize(), "zeroing the attention counters");
     CU_TRY(cudaMallocHost((void **)&b->h_rows, R * sizeof(weft_cu_row)), "pinned row table");
@@ -363,12 +373,10 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
 static size_t activation_bytes(const cu_backend *b) {
     const size_t R = (size_t)b->max_rows;
     return R * sizeof(float) * (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
-           R * (sizeof(weft_cu_row) + 3 * sizeof(int)) +
-           weft_cu_attention_scratch_floats(b->max_rows, (int)b->Hq, (int)b->d, b->max_context) *
-               sizeof(float) +
+           R * (sizeof(weft_cu_row) + 3 * sizeof(int)) + attn_scratch_floats(b) * sizeof(float) +
            R * (2 * (size_t)b->xq_k * sizeof(uint32_t) + 2 * (size_t)(b->xq_k / 32) * sizeof(float) +
                 sizeof(weft_cu_tile)) +
-           (size_t)weft_cu_attention_decode_counters((int)b->Hkv) * sizeof(int);
+           attn_counters_bytes(b);
 }
 
 static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts,

@@ -289,29 +289,31 @@ cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_ro
 cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n, int Hq, int d,
                                       const float *scratch, int max_context, cudaStream_t stream);
 
-/* One row's decode step of a layer's attention in one launch (attention_decode.cu): what weft_cu_rope_store,
- * weft_cu_attention and weft_cu_xq_prep do for row 0 of rows, with the same bits — q [Hq·d] and k [Hkv·d]
- * (row 0 of the q|k|v outputs, not rotated; read only) rotated at rows[0].pos, the rotated k and v [Hkv·d]
- * stored into the row's cache at that position for layer `layer` — with q_norm and k_norm ([d] each, both or
- * neither; qwen3), q's and k's heads first normed as weft_cu_rmsnorm(…, d, eps) norms them —, out [Hq·d] =
- * the attention over keys
- * 0..pos, and, with xq (K = Hq·d), out's prepared words and sums for row 0. max_pos = rows[0].pos (the launch
- * covers its spans; a graph replays it for any position of the same span count). scratch:
- * weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats for any n >= 1. counters:
- * weft_cu_attention_decode_counters(Hkv) ints, zero before the first launch; each launch returns them to zero
- * (the last blocks to finish fold the key-block records in their fixed order, so the bits do not depend on
- * which blocks those are).
+/* The decode step of a layer's attention in one launch for n rows of distinct streams (attention_decode.cu):
+ * what weft_cu_rope_store, weft_cu_attention and weft_cu_xq_prep do for rows 0..n-1, with the same bits.
+ * Row r: q [n, Hq·d] and k [n, Hkv·d] (the q|k|v outputs, not rotated; read only) rotated at rows[r].pos, the
+ * rotated k and v [n, Hkv·d] stored into the row's cache at that position for layer `layer` — with q_norm and
+ * k_norm ([d] each, both or neither; qwen3), q's and k's heads first normed as weft_cu_rmsnorm(…, d, eps)
+ * norms them —, out [n, Hq·d] = the attention over keys 0..pos, and, with xq (K = Hq·d), out's prepared words
+ * and sums for rows 0..n-1. Every row must be its stream's only row of the call (rows[r].kv distinct): a row
+ * reads its cache below its position and writes only its position. max_pos = the largest rows[r].pos (the
+ * launch covers its spans; a graph replays it for any positions of the same span count). scratch:
+ * max(weft_cu_attention_scratch_floats(n, Hq, d, max_context), weft_cu_attention_decode_scratch_floats(n, Hq,
+ * d)) floats. counters: weft_cu_attention_decode_counters(n, Hkv) ints (or more), zero before the first
+ * launch; each launch returns them to zero (the last blocks to finish fold a row's key-block records in their
+ * fixed order, so the bits do not depend on which blocks those are, nor on the other rows).
  * Returns cudaErrorInvalidValue for bad arguments and cudaErrorNotSupported where the caller must take the
  * separate kernels: long contexts (max_pos >= 8·WEFT_CU_ATTN_SPAN·WEFT_CU_ATTN_KB = 2048, where they are
- * faster), xq with (Hq/Hkv)·d not a multiple of 32, or more shared memory than the device has. The row table
- * and the row's cache entries before its position are read before the kernel waits for its predecessor (PDL;
- * an exception to pdl.cuh's rule): the kernel launched just before it on the stream must not write them, and
- * every writer on another stream must be complete (forward.c: the q|k|v matmul; cache entries are written by
- * earlier forwards, each synchronized, and by snapshot restores, synchronized too). */
-int weft_cu_attention_decode_counters(int Hkv);
+ * faster at one row), xq with (Hq/Hkv)·d not a multiple of 32, or more shared memory than the device has. The
+ * row table and the rows' cache entries before their positions are read before the kernel waits for its
+ * predecessor (PDL; an exception to pdl.cuh's rule): the kernel launched just before it on the stream must
+ * not write them, and every writer on another stream must be complete (forward.c: the q|k|v matmul; cache
+ * entries are written by earlier forwards, each synchronized, and by snapshot restores, synchronized too). */
+int weft_cu_attention_decode_counters(int n_rows, int Hkv);
+size_t weft_cu_attention_decode_scratch_floats(int n_rows, int Hq, int d);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
-                                     const weft_cu_xq *xq, const weft_cu_row *rows, int max_pos, int Hq,
-                                     int Hkv, int d, int layer, float scale, const weft_cu_rope *rope,
+                                     const weft_cu_xq *xq, const weft_cu_row *rows, int n, int max_pos,
+                                     int Hq, int Hkv, int d, int layer, float scale, const weft_cu_rope *rope,
                                      const float *q_norm, const float *k_norm, float eps, float *scratch,
                                      int max_context, int *counters, cudaStream_t stream);
 

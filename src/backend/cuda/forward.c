@@ -129,9 +129,12 @@ static weft_status prep(cu_backend *b, const weft_cu_weight *w, const float *X, 
 
 /* Batch-1 decode's attention stage in one kernel (weft_cu_attention_decode: the per-head q/k norms (qwen3),
  * RoPE + KV store, attention and the o projection's prepared words, the same bits as the separate kernels)
- * for one row, unless WEFT_CU_T_NO_FUSED_ATTN (timing) is set. *done: it ran (*prepped: the prepared words
- * too); else the separate kernels must run (not applicable, or refused as cudaErrorNotSupported). The stage's
- * WEFT_CU_T_ATTN twice-bit launches it twice (it is idempotent: the same cache entries, counters at zero). */
+ * for one row, unless WEFT_CU_T_NO_FUSED_ATTN (timing) is set. The kernel takes rows of several streams too,
+ * but from 4 rows on the separate kernels are faster (bench/NOTES.md session 12: 16 rows at 600 positions
+ * 95.8 vs 56.3 µs per layer; its per-key-block blocks repeat the q staging and pay the arrival folds). *done:
+ * it ran (*prepped: the prepared words too); else the separate kernels must run (not applicable, or refused
+ * as cudaErrorNotSupported). The stage's WEFT_CU_T_ATTN twice-bit launches it twice (it is idempotent: the
+ * same cache entries, counters at zero). */
 static weft_status attn_fused(cu_backend *b, const cu_layer *ly, int n, int l, float scale, bool *done,
                               bool *prepped, weft_err *err) {
     *done = *prepped = false;
@@ -140,7 +143,7 @@ static weft_status attn_fused(cu_backend *b, const cu_layer *ly, int n, int l, f
     const weft_cu_xq q = xq_of(b, ly->wo.cols);
     for (int rep = 0; rep < 1 + ((b->twice & WEFT_CU_T_ATTN) != 0); rep++) {
         const cudaError_t e = weft_cu_attention_decode(
-            b->q, b->k, b->v, b->att, xq ? &q : NULL, b->d_rows, b->max_pos, (int)b->Hq, (int)b->Hkv,
+            b->q, b->k, b->v, b->att, xq ? &q : NULL, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv,
             (int)b->d, l, scale, &b->rope, ly->q_norm, ly->k_norm, b->eps, b->attn_scratch, b->max_context,
             b->attn_counters, b->stream);
         if (e == cudaErrorNotSupported && rep == 0) return WEFT_OK;
