@@ -104,15 +104,22 @@ void run_case(const Case &c, const int *positions, int n_rows) {
     for (auto p : kv) cudaFree(p);
 }
 
+// Decode rows of distinct streams (each its own cache, as in a decode round: rows sharing one cache would
+// read each other's K and V from L2).
 void time_decode(const Case &c, int ctx, int n_rows) {
     const int qd = c.Hq * c.d;
-    float *kv = nullptr, *dq = nullptr, *dout = nullptr;
-    CK(cudaMalloc(&kv, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
-    CK(cudaMemset(kv, 0x3c, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
+    const size_t kvf = (size_t)2 * c.cap * c.Hkv * c.d;
+    float *dq = nullptr, *dout = nullptr;
+    std::vector<float *> kv(n_rows);
+    std::vector<weft_cu_row> rows(n_rows);
+    for (int r = 0; r < n_rows; r++) {
+        CK(cudaMalloc(&kv[r], kvf * sizeof(float)));
+        CK(cudaMemset(kv[r], 0x3c, kvf * sizeof(float)));
+        rows[r] = weft_cu_row{kv[r], ctx - 1, 0, c.cap, 0};
+    }
     CK(cudaMalloc(&dq, (size_t)n_rows * qd * 4));
     CK(cudaMemset(dq, 0x3c, (size_t)n_rows * qd * 4));
     CK(cudaMalloc(&dout, (size_t)n_rows * qd * 4));
-    std::vector<weft_cu_row> rows(n_rows, weft_cu_row{kv, ctx - 1, 0, c.cap, 0});
     weft_cu_row *drows = dev_upload(rows);
     float *scratch = nullptr;
     CK(cudaMalloc(&scratch, weft_cu_attention_scratch_floats(n_rows, c.Hq, c.d, c.cap) * sizeof(float)));
@@ -125,7 +132,7 @@ void time_decode(const Case &c, int ctx, int n_rows) {
     double bytes = 2.0 * ctx * c.Hkv * c.d * 4 * n_rows;
     printf("attention decode %d/%d d=%d ctx=%-6d rows=%-3d %.3f ms  %.0f GB/s (KV bytes / time)\n", c.Hq,
            c.Hkv, c.d, ctx, n_rows, t, bytes / t / 1e6);
-    cudaFree(kv);
+    for (float *p : kv) cudaFree(p);
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(drows);
@@ -264,6 +271,6 @@ int main(int argc, char **argv) {
     check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}});          // 7 heads per kv head
     for (int ctx : {512, 2048, 8192}) time_prefill(Case{32, 8, 128, 8192}, ctx);
     for (int ctx : {512, 4096, 32768}) time_decode(Case{32, 8, 128, 32768}, ctx, 1);
-    time_decode(Case{32, 8, 128, 4096}, 512, 16);
+    for (int rows : {16, 64}) time_decode(Case{32, 8, 128, 1024}, 600, rows);
     return report("bench_cuda_attention");
 }
