@@ -188,31 +188,32 @@ void check_refusals() {
     CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
     CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
     const weft_cu_xq xb{B.xf, B.xs, (int64_t)c.Hq * c.d};
-    const float s = 0.125f;
-    EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 1, 2048, c.Hq, c.Hkv, c.d, 0, s,
-                                    &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters,
-                                    0) == cudaErrorNotSupported,
-           "position 2048 taken");
-    EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, &xb, B.rows, 1, 10, c.Hq, c.Hkv, c.d, 0, s, &rope,
-                                    nullptr, nullptr, 0.0f, B.scratch, c.cap, counters,
-                                    0) == cudaErrorNotSupported,
-           "xq taken with a head group of 144 outputs");
-    EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 1, 10, c.Hq, c.Hkv, c.d, 0, s,
-                                    &rope, nullptr, nullptr, 0.0f, B.scratch, 10, counters,
-                                    0) == cudaErrorInvalidValue,
-           "a position past max_context taken");
-    EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 1, 10, c.Hq, c.Hkv, c.d, 0, s,
-                                    &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, nullptr,
-                                    0) == cudaErrorInvalidValue,
-           "no counters taken");
-    EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 1, 10, c.Hq, c.Hkv, c.d, 0, s,
-                                    &rope, B.q, nullptr, 1e-6f, B.scratch, c.cap, counters,
-                                    0) == cudaErrorInvalidValue,
-           "a q norm without a k norm taken");
-    EXPECT(weft_cu_attention_decode(B.q, B.k, B.v, B.out, nullptr, B.rows, 0, 10, c.Hq, c.Hkv, c.d, 0, s,
-                                    &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters,
-                                    0) == cudaErrorInvalidValue,
-           "zero rows taken");
+    // One call with the case's defaults (one row at position 10, no xq, no norms) and the named changes.
+    struct Call {
+        int n = 1, max_pos = 10, max_context;
+        const weft_cu_xq *xq = nullptr;
+        const float *q_norm = nullptr;
+        int *counters;
+    };
+    auto call = [&](Call a) {
+        return weft_cu_attention_decode(B.q, B.k, B.v, B.out, a.xq, B.rows, a.n, a.max_pos, c.Hq, c.Hkv, c.d,
+                                        0, 0.125f, &rope, a.q_norm, nullptr, 1e-6f, B.scratch, a.max_context,
+                                        a.counters, 0);
+    };
+    const Call base{.max_context = c.cap, .counters = counters};
+    Call pos2048 = base, with_xq = base, past_ctx = base, no_counters = base, q_only = base, no_rows = base;
+    pos2048.max_pos = 2048;
+    with_xq.xq = &xb;
+    past_ctx.max_context = 10;
+    no_counters.counters = nullptr;
+    q_only.q_norm = B.q;
+    no_rows.n = 0;
+    EXPECT(call(pos2048) == cudaErrorNotSupported, "position 2048 taken");
+    EXPECT(call(with_xq) == cudaErrorNotSupported, "xq taken with a head group of 144 outputs");
+    EXPECT(call(past_ctx) == cudaErrorInvalidValue, "a position past max_context taken");
+    EXPECT(call(no_counters) == cudaErrorInvalidValue, "no counters taken");
+    EXPECT(call(q_only) == cudaErrorInvalidValue, "a q norm without a k norm taken");
+    EXPECT(call(no_rows) == cudaErrorInvalidValue, "zero rows taken");
     CK(cudaGetLastError());
     printf("decode refusals: %s\n", g_failures ? "FAILED so far" : "ok");
     B.release();
