@@ -7,6 +7,7 @@
 #include "pdl.cuh"
 
 #include <limits.h>
+#include <stdint.h>
 #include <math.h>
 
 namespace {
@@ -27,14 +28,15 @@ __device__ __forceinline__ void take(float v, int i, float &bv, int &bi) {
     }
 }
 
-// One block per row. With vec (V % 4 == 0, so every row starts 16-byte aligned), each thread keeps kUnroll
-// float4 loads in flight per step; the keys' total order makes the visiting order irrelevant (header).
+// One block per row. With vec (V % 4 == 0 and logits 16-byte aligned, so every row is), each thread keeps
+// kUnroll float4 loads in flight per step; the keys' total order makes the visiting order irrelevant
+// (header).
 __global__ void __launch_bounds__(kThreads)
     argmax_kernel(const float *__restrict__ logits, int64_t V, const int *__restrict__ sel, int32_t *ids,
                   bool vec) {
     __shared__ float sv[kThreads / 32];
     __shared__ int si[kThreads / 32];
-    weft_pdl_enter(); // the logits come from the kernel before
+    weft_pdl_enter(); // the logits come from an earlier kernel (the lm head)
     const float *z = logits + (int64_t)sel[blockIdx.x] * V;
     float bv = -INFINITY;
     int bi = INT_MAX;
@@ -91,5 +93,5 @@ extern "C" cudaError_t weft_cu_argmax(const float *logits, int64_t V, const int 
                                       cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
     return weft_pdl_launch(argmax_kernel, dim3((unsigned)n), dim3(kThreads), 0, stream, logits, V, sel, ids,
-                           V % 4 == 0);
+                           V % 4 == 0 && ((uintptr_t)logits & 15) == 0);
 }
