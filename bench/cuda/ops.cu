@@ -229,6 +229,8 @@ int main() {
     setvbuf(stdout, NULL, _IOLBF, 0);
     check_argmax(512, 16);
     check_argmax(1000, 9);
+    check_argmax(1003, 8); // V % 4 != 0: the scalar scan
+    check_argmax(151936, 3);
     check_argmax(128256, 1);
     check_argmax(128256, 64);
     check_rmsnorm(64, 7);

@@ -371,15 +371,17 @@ weft_status cu_forward(void *self, weft_segment *segs, int n_segs, weft_err *err
         CU_TRY(cudaMemcpyAsync(b->d_tiles, b->h_tiles, (size_t)b->n_tiles * sizeof(weft_cu_tile),
                                cudaMemcpyHostToDevice, b->stream),
                "copying the tile table");
+    /* (before the forward, so the greedy draw follows the lm head directly: its PDL launch) */
+    if (n_dev > 0)
+        CU_TRY(cudaMemcpyAsync(b->d_gsel, b->h_gsel, (size_t)n_dev * sizeof(int), cudaMemcpyHostToDevice,
+                               b->stream),
+               "copying the greedy rows");
     const bool timed = (b->twice & WEFT_CU_T_EVENTS) != 0;
     const double t0 = timed ? weft_now() : 0;
     if (timed) CU_TRY(cudaEventRecord(b->ev0, b->stream), "timing event");
     if ((st = launch_all(b, n, n_out, err))) return st;
     if (timed) CU_TRY(cudaEventRecord(b->ev1, b->stream), "timing event");
     if (n_dev > 0) {
-        CU_TRY(cudaMemcpyAsync(b->d_gsel, b->h_gsel, (size_t)n_dev * sizeof(int), cudaMemcpyHostToDevice,
-                               b->stream),
-               "copying the greedy rows");
         LAUNCH(weft_cu_argmax(b->logits, b->V, b->d_gsel, n_dev, b->d_ids, b->stream), "greedy draw");
         CU_TRY(cudaMemcpyAsync(b->h_ids, b->d_ids, (size_t)n_dev * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                b->stream),
