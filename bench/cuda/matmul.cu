@@ -231,7 +231,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     CK(cudaMalloc(&xq.f, (size_t)MAXM * K * sizeof(uint32_t)));
     CK(cudaMalloc(&xq.s, (size_t)MAXM * (K / 32) * sizeof(float)));
     const size_t ny = (size_t)MAXM * N * sizeof(float);
-    int bad = 0, gemv_ran = 0;
+    int bad = 0, gemv_ran = 0, gemv_rows_ran = 0;
     // 64 rows and up run the shared-memory GEMM (gemm_q4.cu): full and partial blocks of 64 rows
     for (int M : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 31, 33, 63, 64, 65, 100, 256, 300}) {
         for (int mode = 0; mode < 3; mode++) { // plain, bias, bias + accumulate
@@ -251,22 +251,23 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             EXPECT(eq, "%s %lldx%lld q4x: M=%d mode %d differs from the fp32-activation kernel", L.name,
                    (long long)N, (long long)K, M, mode);
             // the GEMMs (mma.sync, wgmma) at every M, whether or not weft_cu_matmul_q4x would pick them here
-            // (and, at one row, the streaming one-row kernel, dispatched for Q4_0 only, with runs of 1, 2, 3
-            // and 7 tiles per block and the whole weight in one block besides the device's own choice)
+            // (and, at 1..16 rows, the streaming kernel, dispatched for Q4_0 only, with runs of 1, 2, 3 and 7
+            // tiles per group of warps and the whole weight in one group besides the device's own choice)
             static const char *const gname[4] = {"mma.sync", "wgmma", "cluster-split", "gemv_q4.cu"};
             static const int gemv_runs[6] = {0, 1, 2, 3, 7, 1 << 30};
-            for (int wg = 0; wg < 3 + (M == 1 ? 6 : 0); wg++) {
+            for (int wg = 0; wg < 3 + (M <= 16 ? 6 : 0); wg++) {
                 weft_cu_epi ev = e;
                 if (wg >= 3) ev.gemv_run = gemv_runs[wg - 3];
                 CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
                 if (!accu) CK(cudaMemset(dy2, 0xff, ny));
-                const cudaError_t ge = wg >= 3   ? weft_cu_gemv_q4(&W.w, &xq, &ev, 0)
+                const cudaError_t ge = wg >= 3   ? weft_cu_gemv_q4(&W.w, &xq, M, &ev, 0)
                                        : wg == 2 ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
                                        : wg == 1 ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
                                                  : weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0);
                 if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
                 gemv_ran += wg >= 3;
+                gemv_rows_ran += wg >= 3 && M > 1;
                 CK(cudaDeviceSynchronize());
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 const bool geq = !memcmp(gv.data(), a.data(), (size_t)M * N * sizeof(float));
@@ -284,6 +285,12 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         bad += gemv_ran == 0;
         EXPECT(gemv_ran > 0, "%s %lldx%lld: gemv_q4.cu refused a shape it takes", L.name, (long long)N,
                (long long)K);
+    }
+    // ... and at several rows for Q4_0 where its 8 staged rows fit shared memory (K <= 4096 here)
+    if (L.mode == WEFT_CU_OFF8 && K % 128 == 0 && K / 128 >= weft_cu_q4_kw(N, K) && K <= 4096) {
+        bad += gemv_rows_ran == 0;
+        EXPECT(gemv_rows_ran > 0, "%s %lldx%lld: gemv_q4.cu refused several rows of a shape it takes", L.name,
+               (long long)N, (long long)K);
     }
     // three-way split (segments at 16-row multiples) == the plain store's slices
     for (const int M : {1, 5, 70}) { // (1: gemv_q4.cu)
@@ -384,11 +391,14 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         // few rows: mma_q4x.cu's kernels (no split) against the cluster-split GEMM
         weft_cu_epi en = e;
         en.no_split = 1;
-        printf("\n    few rows, ms q4x kernel / split GEMM:");
+        printf("\n    few rows, ms q4x kernel / split GEMM / gemv_q4.cu:");
         for (const int M : {2, 4, 8, 16, 32, 64}) {
             const double tk = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, M, &en, 0); }, 3, 20, flush);
             const double ts = time_ms([&] { weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0); }, 3, 20, flush);
-            printf(" M=%d %.4f / %.4f", M, tk, ts);
+            const bool has_v = weft_cu_gemv_q4(&W.w, &xq, M, &e, 0) == cudaSuccess;
+            const double tv =
+                has_v ? time_ms([&] { weft_cu_gemv_q4(&W.w, &xq, M, &e, 0); }, 3, 20, flush) : 0.0;
+            printf(" M=%d %.4f / %.4f / %.4f", M, tk, ts, tv);
         }
         printf("\n    many rows, ms (TFLOP/s) q4x kernel / GEMM / wgmma GEMM:");
         for (const int M : {16, 32, 64, 128, 256, 512}) {
@@ -432,6 +442,11 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                    24;
         };
         const double so1 = stream_ms(false, 1), sn1 = stream_ms(true, 1), sn16 = stream_ms(true, 16);
+        const double sn4 = stream_ms(true, 4), sn8 = stream_ms(true, 8);
+        e.no_gemv =
+            1; // 4, 8 and 16 rows without gemv_q4.cu (the q4x kernel at 4, the split GEMM at 8 and 16)
+        const double sv4 = stream_ms(true, 4), sv8 = stream_ms(true, 8), sv16 = stream_ms(true, 16);
+        e.no_gemv = 0;
         e.no_split = 1; // 16 and 64 rows without the cluster-split GEMM
         const double sk16 = stream_ms(true, 16), sk64 = stream_ms(true, 64);
         e.no_split = 0;
@@ -447,11 +462,15 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             cudaFree(cp[c].b);
         }
         CK(cudaGetLastError());
-        printf("\n    back to back (graph-like, cold): M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s "
-               "(mma_q4x.cu's %.4f ms %5.0f GB/s, without the shared row %.4f ms %5.0f GB/s) | M=16 %.4f ms "
-               "(no split %.4f) | M=64 %.4f ms (no split %.4f)",
-               so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sg1, W.w.bytes / sg1 / 1e6, sx1,
-               W.w.bytes / sx1 / 1e6, sn16, sk16, sn64, sk64);
+        printf(
+            "\n    back to back (graph-like, cold): M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s "
+            "(mma_q4x.cu's %.4f ms %5.0f GB/s, without the shared row %.4f ms %5.0f GB/s) | M=16 %.4f ms "
+            "(no split %.4f) | M=64 %.4f ms (no split %.4f)"
+            "\n    back to back, ms dispatch / without gemv_q4.cu: M=4 %.4f / %.4f | M=8 %.4f / %.4f | M=16 "
+            "%.4f / %.4f (%5.0f / %5.0f GB/s)",
+            so1, W.w.bytes / so1 / 1e6, sn1, W.w.bytes / sn1 / 1e6, sg1, W.w.bytes / sg1 / 1e6, sx1,
+            W.w.bytes / sx1 / 1e6, sn16, sk16, sn64, sk64, sn4, sv4, sn8, sv8, sn16, sv16,
+            W.w.bytes / sn16 / 1e6, W.w.bytes / sv16 / 1e6);
         printf("\n    M=1 old %.4f ms %5.0f GB/s | new %.4f ms %5.0f GB/s (hot %.4f ms %5.0f GB/s) | prep "
                "%.4f ms"
                "\n    M=4 %.4f / %.4f | M=16 %.4f / %.4f | M=256 %.3f / %.3f ms (%.1f / %.1f TFLOP/s)",

@@ -131,8 +131,8 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_X1S): one row without the shared-memory copy of its words (the
      * session 5 kernel); the same bits */
     int no_x1s;
-    /* timing experiments only (WEFT_CU_T_NO_GEMV): one row on mma_q4x.cu's kernels instead of
-     * weft_cu_gemv_q4; the same bits */
+    /* timing experiments only (WEFT_CU_T_NO_GEMV): no weft_cu_gemv_q4 (one row on mma_q4x.cu's kernels, 2..8
+     * rows on the kernels before it); the same bits */
     int no_gemv;
     /* tests only: tiles per block of weft_cu_gemv_q4 (0 = from the device's occupancy and SM count); the
      * same bits for every value */
@@ -164,6 +164,10 @@ cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, in
  * (bench/NOTES.md session 8: faster than mma_q4x.cu's kernels there). */
 #define WEFT_CU_SPLIT_MIN_ROWS 5
 #define WEFT_CU_SPLIT_MAX_ROWS 16
+/* ... but Q4_0 products of 2..WEFT_CU_GEMV_MAX_ROWS rows go to weft_cu_gemv_q4 first (bench/NOTES.md session
+ * 13, back to back on the 8B shapes: 4 rows 13–27% and 8 rows 13–17% faster than the kernels before it; at 16
+ * rows, two blocks of 8 rows each decoding the same weights, no faster than the split GEMM). */
+#define WEFT_CU_GEMV_MAX_ROWS 8
 
 /* The same product (the same bits, the same epilogues) for many rows (gemm_q4.cu): blocks of 128 weight rows
  * x 64 activation rows staged through shared memory. Returns cudaErrorNotSupported for layouts it does not
@@ -184,14 +188,16 @@ cudaError_t weft_cu_gemm_q4s(const weft_cu_weight *w, const weft_cu_xq *xq, int 
  * MLX layouts stay on weft_cu_gemm_q4x (group 64 measured slower here). */
 cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
-/* The same product (the same bits, the same epilogues) for one activation row (M == 1, batch-1 decode;
- * gemv_q4.cu): blocks take runs of consecutive 16-row tiles, and each warp streams its K blocks of the whole
- * run through a ring of cp.async copies in shared memory. Returns cudaErrorNotSupported for the shapes it
- * does not take (K blocks of fewer than 4 sub-blocks, a K block's scales under 4 bytes, fewer K blocks than
- * warps per tile, a row too long for shared memory). weft_cu_matmul_q4x hands it the one-row Q4_0 products
- * (the MLX layouts measured slower here than on its own kernel, bench/NOTES.md session 10) and runs its own
- * kernel on the shapes this one refuses. */
-cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, const weft_cu_epi *epi,
+/* The same product (the same bits, the same epilogues) for 1..16 activation rows (batch-1 decode and decode
+ * rounds of few streams; gemv_q4.cu): groups of warps take runs of consecutive 16-row tiles, and each warp
+ * streams its K blocks of the whole run through a ring of cp.async copies in shared memory, the activation
+ * rows staged in shared memory once per block (2..16 rows: Q4_0 only, 8 rows per block, so K up to about
+ * 4,500). Returns cudaErrorNotSupported for the shapes it does not take (K blocks of fewer than 4
+ * sub-blocks, a K block's scales under 4 bytes, fewer K blocks than warps per tile, rows too long for shared
+ * memory, more than 16 rows, several rows of a layout other than Q4_0). weft_cu_matmul_q4x hands it the
+ * Q4_0 products of 1..WEFT_CU_GEMV_MAX_ROWS rows (the MLX layouts measured slower here at one row than on its
+ * own kernel, bench/NOTES.md session 10) and runs another kernel on the shapes this one refuses. */
+cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                             cudaStream_t stream);
 /* (EXPERIMENTAL, above weft_cu_i8_prep.) */
 cudaError_t weft_cu_matmul_i8x(const weft_cu_weight *w, const uint32_t *XL, int M, const weft_cu_epi *epi,

@@ -1,21 +1,30 @@
-// The one-row 4-bit matmul (batch-1 decode) as a stream of weight copies: weft_cu_gemv_q4 (cuda_kernels.h).
+// The few-row 4-bit matmul (batch-1 decode, and decode rounds of 2..16 streams) as a stream of weight copies:
+// weft_cu_gemv_q4 (cuda_kernels.h).
 //
 // Same arithmetic as mma_q4x.cu's one-row kernel, so the same bits: each tile of 16 weight rows is summed by
 // KW warps (KW = weft_cu_q4_kw from the shape), warp w taking the K blocks w, w + KW, ... in ascending order
-// with q4x_block (the same A fragments, hi/lo B words, mma sequence and folds), and the warps' sums meet in
+// with q4x_block_x (the same A fragments, hi/lo B words, mma sequence and folds), and the warps' sums meet in
 // order ((w0 + w1) + w2) + ... before the same epilogue (q4_epi_store). What differs is how the weights
 // travel. mma_q4x.cu gives every tile its own block, which loads its weights into registers (4 K blocks per
 // warp at most), waits one memory round trip, computes, and exits: measured at 1.4–2.5 TB/s back to back
 // (bench/NOTES.md session 10), with each block's start, drain and row staging exposed. Here:
-//  - a block takes a run of consecutive tiles (as many blocks as fit on the device at once, each with an
-//    equal run), and each warp walks its K blocks of every tile of the run as one sequence;
+//  - a group of KW warps takes a run of consecutive tiles (as many groups as fit on the device at once, the
+//    tiles spread over them as evenly as whole tiles allow), and each warp walks its K blocks of every tile
+//    of the run as one sequence;
 //  - each warp keeps kRing K blocks of that sequence in flight as cp.async copies into its own ring of
 //    shared-memory slots (no registers hold data in flight), crossing tile boundaries, so copies of the next
 //    tile travel while this one is summed and its epilogue runs;
-//  - the activation row's words of the warp's K blocks are copied into shared memory once per block (not
-//    once per tile).
-// The warps' sums of consecutive tiles alternate between two buffers, so one block barrier per tile orders
-// them (a warp writes a buffer again only after the next barrier, which warp 0 reaches after reading it).
+//  - the activation rows' words are copied into shared memory once per block (not once per tile).
+// One row (ONE_ROW: RQ = 1 activation quad, one group per block): only row 0's words are staged, each warp
+// copying its own K blocks'; the quad's other three B columns read a zero block. Several rows (the
+// multi-row blocks): RQ quads (4·RQ rows, from row 4·RQ·blockIdx.x; zeros past M) staged whole, and P groups
+// per block (16 warps) share them — the rows' words fill most of the block's shared memory, so more groups
+// per block is how the SM gets its warps. Rows past 4·RQ take more blocks (blockIdx.x); those blocks read the
+// same weights at about the same time, the later reads coming from L2 — but each decodes them again, so 16
+// rows measured no faster than the split GEMM and the dispatch sends at most WEFT_CU_GEMV_MAX_ROWS (8) here.
+// The warps' sums of consecutive tiles alternate between two buffers per group, so one group barrier per
+// tile orders them (a warp writes a buffer again only after the next barrier, which the group's first warp
+// reaches after reading it).
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
 #include "pdl.cuh"
@@ -57,32 +66,67 @@ template <int MODE, int SDT, int SB, int GPB> struct Slot {
     }
 };
 
-// Grid: ceil(tiles / run) blocks of KW warps; block b takes tiles [b·run, min((b + 1)·run, tiles)). Needs
-// nblk >= KW (every warp has a K block). Shared memory: the warps' sums [2][KW − 1][64], the rings
-// [KW][kRing][Slot::WORDS], the row's words [nsub][32] and sums [nsub], a zero block [SB·32].
-template <int MODE, int SDT, int SB, int GPB>
-__global__ void __launch_bounds__(256, 3)
-    gemv_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int run,
+// The block's shape: P groups of KW warps (a group sums one tile at a time), RQ activation quads. ONE_ROW:
+// the one-row kernel (row 0 staged alone); otherwise 4·RQ rows staged whole.
+template <int RQ, int P> struct GShape {
+    static constexpr bool ONE_ROW = RQ == 1 && P == 1;
+    static constexpr int MAX_THREADS = ONE_ROW ? 256 : 512, MIN_BLOCKS = ONE_ROW ? 3 : 1;
+};
+
+// Barrier of group p's nt threads (P == 1: the whole block).
+template <int P> __device__ __forceinline__ void group_sync(int p, int nt) {
+    if constexpr (P == 1) {
+        __syncthreads();
+    } else {
+        asm volatile("bar.sync %0, %1;" ::"r"(p + 1), "r"(nt) : "memory");
+    }
+}
+
+// Grid: (row blocks, B); block (x, y) takes activation rows 4·RQ·x .. + 4·RQ − 1 and its P groups are the
+// tile workers y·P .. y·P + P − 1 of W = B·P: with run > 0, worker k takes tiles [k·run, min((k + 1)·run,
+// tiles)); with run == 0, tiles [k·tiles / W, (k + 1)·tiles / W) (runs of ⌊tiles / W⌋ or one more).
+// Needs nblk >= KW (every warp has a K block). Shared memory: the warps' sums [P][2][KW − 1][RQ][64], the
+// rings [P·KW][kRing][Slot::WORDS], then ONE_ROW: the row's words [nsub][32], sums [nsub] and a zero block
+// [SB·32]; else the rows' words [4·RQ][nsub][32] and sums [4·RQ][nsub].
+template <int MODE, int SDT, int SB, int GPB, int RQ, int P>
+__global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN_BLOCKS)
+    gemv_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int run,
                    weft_cu_epi epi) {
     using Sl = Slot<MODE, SDT, SB, GPB>;
+    constexpr bool ONE_ROW = GShape<RQ, P>::ONE_ROW;
     extern __shared__ __align__(16) float red[];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5);
-    const int g = lane >> 2, t = lane & 3;
-    const int64_t ng = w.cols >> w.gshift, nsub = w.cols / 32, tile0 = (int64_t)blockIdx.x * run;
-    const int nblk = (int)(w.cols / (32 * SB)), mine = (nblk - warp + KW - 1) / KW;
-    const int ntl =
-        (int)(w.rows / 16 - tile0 < run ? w.rows / 16 - tile0 : run); // tiles of this block (>= 1)
-    const int total = ntl * mine;                                     // K blocks this warp sums
-    uint32_t *ring = reinterpret_cast<uint32_t *>(red + 2 * (KW - 1) * 64) + warp * kRing * Sl::WORDS;
-    uint32_t *xs = reinterpret_cast<uint32_t *>(red + 2 * (KW - 1) * 64) + KW * kRing * Sl::WORDS;
-    float *xsum = reinterpret_cast<float *>(xs + nsub * 32);
-    // B words: lanes g < 2 read the row's words (column g = part g of the row); the other lanes' columns are
-    // zero, read from a zero block of one K block's size, so no lane's loads are predicated.
-    uint32_t *zeros = reinterpret_cast<uint32_t *>(xsum + nsub);
-    for (int k = threadIdx.x; k < SB * 32; k += blockDim.x) zeros[k] = 0u;
-    __syncthreads();
-    const uint32_t *xb = g < 2 ? xs + (g & 1) * 16 + 4 * t : zeros; // + kb·xstep: K block kb's words
-    const int xstep = g < 2 ? SB * 32 : 0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5) / P;
+    const int p = P == 1 ? 0 : warp / KW, ws = P == 1 ? warp : warp % KW; // group, the warp's slot in it
+    const int g = lane >> 2, t = lane & 3, row0 = 4 * RQ * (int)blockIdx.x;
+    // (32-bit: tiles·W < 2^31 for any weight the launcher takes; ONE_ROW always has run > 0)
+    const int tiles = (int)(w.rows / 16), W = (int)gridDim.y * P, wk = (int)blockIdx.y * P + p;
+    const int tile0 = ONE_ROW || run > 0 ? std::min(wk * run, tiles) : (int)((unsigned)(wk * tiles) / W),
+              tile1 =
+                  ONE_ROW || run > 0 ? std::min(tile0 + run, tiles) : (int)((unsigned)((wk + 1) * tiles) / W);
+    const int64_t ng = w.cols >> w.gshift, nsub = w.cols / 32;
+    const int nblk = (int)(w.cols / (32 * SB)), mine = (nblk - ws + KW - 1) / KW;
+    const int ntl = tile1 - tile0; // tiles of this group (>= 0)
+    const int total = ntl * mine;  // K blocks this warp sums
+    float *sums = red + (size_t)p * 2 * (KW - 1) * RQ * 64;
+    uint32_t *rings = reinterpret_cast<uint32_t *>(red + (size_t)P * 2 * (KW - 1) * RQ * 64);
+    uint32_t *ring = rings + warp * kRing * Sl::WORDS;
+    uint32_t *xs = rings + P * KW * kRing * Sl::WORDS;
+    float *xsum = reinterpret_cast<float *>(xs + (ONE_ROW ? 1 : 4 * RQ) * nsub * 32);
+    // B words. ONE_ROW: lanes g < 2 read the row's words (column g = part g of the row); the other lanes'
+    // columns are zero, read from a zero block of one K block's size, so no lane's loads are predicated.
+    // Otherwise lane (g, t) reads part g % 2 of row 4q + g / 2 (quad q).
+    const uint32_t *xb;
+    int xstep;
+    if constexpr (ONE_ROW) {
+        uint32_t *zeros = reinterpret_cast<uint32_t *>(xsum + nsub);
+        for (int k = threadIdx.x; k < SB * 32; k += blockDim.x) zeros[k] = 0u;
+        __syncthreads();
+        xb = g < 2 ? xs + (g & 1) * 16 + 4 * t : zeros; // + kb·xstep: K block kb's words
+        xstep = g < 2 ? SB * 32 : 0;
+    } else {
+        xb = xs + (size_t)(g >> 1) * nsub * 32 + (g & 1) * 16 + 4 * t; // + q·4·nsub·32 + kb·SB·32
+        xstep = SB * 32;
+    }
 
     // The copy cursor: the next K block to copy is block index ci (of mine) of tile ct (of ntl); qc points
     // at its words and sc at the lane's scale row (lanes 16..31: bias row, AFFINE) — both advanced by
@@ -90,9 +134,9 @@ __global__ void __launch_bounds__(256, 3)
     using Raw = typename Sl::Raw;
     const size_t qtile = (size_t)nblk * 64 * SB, qk = (size_t)KW * 64 * SB;
     const int64_t stile = 16 * ng * Raw::SSZ, sk = (int64_t)KW * GPB * Raw::SSZ;
-    const uint32_t *qt = static_cast<const uint32_t *>(w.q) + (size_t)tile0 * qtile + (size_t)warp * 64 * SB;
+    const uint32_t *qt = static_cast<const uint32_t *>(w.q) + (size_t)tile0 * qtile + (size_t)ws * 64 * SB;
     const char *st = static_cast<const char *>(lane >= 16 && MODE == WEFT_CU_AFFINE ? w.b : w.s) +
-                     ((tile0 * 16 + (lane & 15)) * ng + (int64_t)warp * GPB) * Raw::SSZ;
+                     ((tile0 * 16 + (lane & 15)) * ng + (int64_t)ws * GPB) * Raw::SSZ;
     const uint32_t *qc = qt;
     const char *sc = st;
     const bool scopy = lane < 16 || MODE == WEFT_CU_AFFINE;
@@ -120,73 +164,124 @@ __global__ void __launch_bounds__(256, 3)
     for (int s = 0; s < kRing; s++)
         issue(ring + s * Sl::WORDS); // weights and scales only: no kernel writes them (pdl.cuh)
     weft_pdl_enter();
-    // The row's words (and sums) of this warp's K blocks, the same for every tile.
-    for (int i = 0; i < mine; i++) {
-        const int64_t o = (int64_t)(warp + i * KW) * SB;
-        if (lane < SB * 8) cp_async<16>(xs + o * 32 + 4 * lane, XF + o * 32 + 4 * lane, true);
-        if (MODE == WEFT_CU_AFFINE && lane == 0) cp_async<4 * SB>(xsum + o, XS + o, true);
+    if constexpr (ONE_ROW) {
+        // The row's words (and sums) of this warp's K blocks, the same for every tile.
+        for (int i = 0; i < mine; i++) {
+            const int64_t o = (int64_t)(ws + i * KW) * SB;
+            if (lane < SB * 8) cp_async<16>(xs + o * 32 + 4 * lane, XF + o * 32 + 4 * lane, true);
+            if (MODE == WEFT_CU_AFFINE && lane == 0) cp_async<4 * SB>(xsum + o, XS + o, true);
+        }
+        cp_commit();
+    } else {
+        // The block's rows, whole (16-byte pieces; rows past M as zeros), by all its threads.
+        const int64_t rw = nsub * 8, nx = 4 * RQ * rw; // pieces per row, in all
+        for (int64_t c = threadIdx.x; c < nx; c += blockDim.x) {
+            const int r = (int)(c / rw);
+            const bool ok = row0 + r < M;
+            cp_async<16>(xs + 4 * c, XF + (ok ? (int64_t)(row0 + r) * nsub * 32 + 4 * (c % rw) : 0), ok);
+        }
+        if (MODE == WEFT_CU_AFFINE) {
+            const int64_t sw = nsub / 4; // nsub % 4 == 0 (K blocks of 4 sub-blocks)
+            for (int64_t c = threadIdx.x; c < 4 * RQ * sw; c += blockDim.x) {
+                const int r = (int)(c / sw);
+                const bool ok = row0 + r < M;
+                cp_async<16>(xsum + 4 * c, XS + (ok ? (int64_t)(row0 + r) * nsub + 4 * (c % sw) : 0), ok);
+            }
+        }
+        cp_commit();
+        cp_wait<0>();
+        __syncthreads(); // every thread's pieces have landed
     }
-    cp_commit();
 
-    float acc[1][2] = {{0.0f, 0.0f}}, C[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}}, sxg[1] = {0.0f};
+    float acc[RQ][2], C[RQ][4], sxg[RQ];
+#pragma unroll
+    for (int q = 0; q < RQ; q++) {
+        acc[q][0] = acc[q][1] = sxg[q] = 0.0f;
+        C[q][0] = C[q][1] = C[q][2] = C[q][3] = 0.0f;
+    }
     uint32_t *cur = ring; // the ring slot of K block n
     int i = 0, buf = 0;
     int64_t tile = tile0;
 #pragma unroll 1
     for (int n = 0; n < total; n++) {
-        if (n == 0)
+        if (ONE_ROW && n == 0)
             cp_wait<0>(); // the row too
         else
             cp_wait<kRing - 1>();
         __syncwarp(); // other lanes' copies (scales, row words) are visible
         Stage<MODE, SDT, SB, GPB> S;
         Sl::read(S, cur, lane, g);
-        const int kb = warp + i * KW;
-        uint4 x1[SB];
-        float s1[SB];
+        const int kb = ws + i * KW;
         const uint32_t *xk = xb + kb * xstep;
+        if constexpr (ONE_ROW) {
+            uint4 x1[SB];
+            float s1[SB];
 #pragma unroll
-        for (int j = 0; j < SB; j++) {
-            x1[j] = *reinterpret_cast<const uint4 *>(xk + 32 * j);
-            s1[j] = (MODE == WEFT_CU_AFFINE && t == 0) ? xsum[kb * SB + j] : 0.0f;
+            for (int j = 0; j < SB; j++) {
+                x1[j] = *reinterpret_cast<const uint4 *>(xk + 32 * j);
+                s1[j] = (MODE == WEFT_CU_AFFINE && t == 0) ? xsum[kb * SB + j] : 0.0f;
+            }
+            q4x_block<MODE, SDT, SB, GPB, 1>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
+        } else {
+            const float *xsk = xsum + (size_t)t * nsub + kb * SB;
+            q4x_block_x<MODE, SDT, SB, GPB, RQ>(
+                S,
+                [&](int q, int j, uint4 &xv, float &ls) {
+                    xv = *reinterpret_cast<const uint4 *>(xk + (size_t)q * 4 * nsub * 32 + 32 * j);
+                    ls = MODE == WEFT_CU_AFFINE ? xsk[(size_t)q * 4 * nsub + j] : 0.0f;
+                },
+                acc, C, sxg);
         }
-        q4x_block<MODE, SDT, SB, GPB, 1>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
         __syncwarp(); // every lane has read the slot before any lane's copy refills it
         issue(cur);
         cur = cur + Sl::WORDS == ring + kRing * Sl::WORDS ? ring : cur + Sl::WORDS;
         if (++i < mine) continue;
-        // The tile's last K block: the warps' sums meet in order, then the epilogue (warp 0).
+        // The tile's last K block: the group's warps' sums meet in order, then the epilogue (its warp 0).
         i = 0;
-        float *rb = red + buf * (KW - 1) * 64;
-        if (warp > 0) {
-            rb[(warp - 1) * 64 + lane] = acc[0][0];
-            rb[(warp - 1) * 64 + 32 + lane] = acc[0][1];
-        }
-        __syncthreads();
-        if (warp == 0) {
-            float v0 = acc[0][0], v1 = acc[0][1];
-            for (int w2 = 1; w2 < KW; w2++) {
-                v0 = __fadd_rn(v0, rb[(w2 - 1) * 64 + lane]);
-                v1 = __fadd_rn(v1, rb[(w2 - 1) * 64 + 32 + lane]);
+        float *rb = sums + buf * (KW - 1) * RQ * 64;
+        if (ws > 0) {
+#pragma unroll
+            for (int q = 0; q < RQ; q++) {
+                rb[((ws - 1) * RQ + q) * 64 + lane] = acc[q][0];
+                rb[((ws - 1) * RQ + q) * 64 + 32 + lane] = acc[q][1];
             }
-            q4_epi_store(epi, tile, t, 1, g, t, v0, v1);
         }
-        acc[0][0] = acc[0][1] = 0.0f;
+        group_sync<P>(p, KW * 32);
+        if (ws == 0) {
+#pragma unroll
+            for (int q = 0; q < RQ; q++) {
+                float v0 = acc[q][0], v1 = acc[q][1];
+                for (int w2 = 1; w2 < KW; w2++) {
+                    v0 = __fadd_rn(v0, rb[((w2 - 1) * RQ + q) * 64 + lane]);
+                    v1 = __fadd_rn(v1, rb[((w2 - 1) * RQ + q) * 64 + 32 + lane]);
+                }
+                if constexpr (ONE_ROW)
+                    q4_epi_store(epi, tile, t, 1, g, t, v0, v1); // (constants: the one-row kernel's epilogue)
+                else
+                    q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, v0, v1);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < RQ; q++) acc[q][0] = acc[q][1] = 0.0f;
         buf ^= 1;
         tile++;
     }
 }
 
-template <int MODE, int SDT, int SB, int GPB>
-cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, const weft_cu_epi &epi, cudaStream_t st) {
+template <int MODE, int SDT, int SB, int GPB, int RQ, int P>
+cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, cudaStream_t st) {
     using Sl = Slot<MODE, SDT, SB, GPB>;
+    constexpr bool ONE_ROW = GShape<RQ, P>::ONE_ROW;
     const int KW = weft_cu_q4_kw(d.rows, d.cols), nblk = (int)(d.cols / (32 * SB));
-    if (nblk < KW) return cudaErrorNotSupported;
+    if (nblk < KW || KW * P * 32 > GShape<RQ, P>::MAX_THREADS) return cudaErrorNotSupported;
     const int64_t tiles = d.rows / 16, nsub = d.cols / 32;
-    const size_t smem = sizeof(float) * 2 * (size_t)(KW - 1) * 64 +
-                        sizeof(uint32_t) * (size_t)KW * kRing * Sl::WORDS +
-                        (size_t)nsub * (32 * sizeof(uint32_t) + sizeof(float)) + SB * 32 * sizeof(uint32_t);
-    auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB>;
+    const int rblocks = ONE_ROW ? 1 : (M + 4 * RQ - 1) / (4 * RQ);
+    const size_t rows_smem =
+        ONE_ROW ? (size_t)nsub * (32 * sizeof(uint32_t) + sizeof(float)) + SB * 32 * sizeof(uint32_t)
+                : (size_t)4 * RQ * nsub * (32 * sizeof(uint32_t) + sizeof(float));
+    const size_t smem = sizeof(float) * (size_t)P * 2 * (KW - 1) * RQ * 64 +
+                        sizeof(uint32_t) * (size_t)P * KW * kRing * Sl::WORDS + rows_smem;
+    auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB, RQ, P>;
     // The limit is raised to the current device's maximum at every launch that needs more than the default,
     // never lowered: launches of different K (different shared memory) share the kernel and may sit in
     // different cached graphs, and a process may drive more than one device.
@@ -197,50 +292,73 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, const weft_cu_epi &
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
         if (e != cudaSuccess) return e;
     }
-    // Tiles per block: as many blocks as fit on the device at once, equal runs (the assignment of whole
-    // outputs to blocks; no output's reduction depends on it). epi.gemv_run overrides it (tests).
-    int64_t run = epi.gemv_run;
+    // Tiles per group (the assignment of whole outputs to groups; no output's reduction depends on it): as
+    // many blocks as fit on the device at once (shared by the row blocks). One row: equal runs of ⌈tiles /
+    // slots⌉ (measured faster than ranges balanced over every slot, bench/NOTES.md session 13); several rows:
+    // the kernel's balanced ranges (run 0). epi.gemv_run overrides both with equal runs (tests).
+    int64_t run = epi.gemv_run, blocks = 1;
     if (run <= 0) {
         int per_sm = 0;
-        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, KW * 32, smem);
+        const cudaError_t e =
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, KW * P * 32, smem);
         if (e != cudaSuccess) return e;
         const int64_t slots =
             (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
-        run = (tiles + slots - 1) / slots;
+        if (ONE_ROW) {
+            run = (tiles + slots - 1) / slots;
+        } else {
+            blocks = std::max<int64_t>(1, std::min<int64_t>(slots / rblocks, (tiles + P - 1) / P));
+            run = 0;
+        }
     }
     if (run > tiles) run = tiles;
-    const int64_t blocks = (tiles + run - 1) / run;
-    return weft_pdl_launch(kernel, dim3((unsigned)blocks), dim3(KW * 32), smem, st, d,
-                           (const uint32_t *)xq->f, (const float *)xq->s, (int)run, epi);
+    if (run > 0) blocks = (tiles + run * P - 1) / (run * P);
+    // grid y (tests' short runs on a huge weight), and the kernel's 32-bit tile arithmetic
+    if (blocks > 65535 || tiles * (blocks * P + 1) >= ((int64_t)1 << 31)) return cudaErrorNotSupported;
+    return weft_pdl_launch(kernel, dim3((unsigned)rblocks, (unsigned)blocks), dim3(KW * P * 32), smem, st, d,
+                           (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, epi);
 }
 
 template <int MODE, int SDT>
-cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, const weft_cu_epi &epi,
+cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, const weft_cu_epi &epi,
                      cudaStream_t st) {
     if (d.sb != 4) return cudaErrorNotSupported;
     const int gpb = 128 / group;
-    if (gpb == 4) return launch_gemv<MODE, SDT, 4, 4>(d, xq, epi, st);
-    if (gpb == 2) return launch_gemv<MODE, SDT, 4, 2>(d, xq, epi, st);
+    if (M > 1) { // several rows: Q4_0 only (the layout weft_cu_matmul_q4x hands here)
+        if constexpr (MODE == WEFT_CU_OFF8 && SDT == WEFT_CU_S_F16) {
+            if (gpb != 4 || M > 16) return cudaErrorNotSupported;
+            const bool kw4 = weft_cu_q4_kw(d.rows, d.cols) == 4;
+            if (M <= 4)
+                return kw4 ? launch_gemv<MODE, SDT, 4, 4, 1, 4>(d, xq, M, epi, st)
+                           : launch_gemv<MODE, SDT, 4, 4, 1, 2>(d, xq, M, epi, st);
+            return kw4 ? launch_gemv<MODE, SDT, 4, 4, 2, 4>(d, xq, M, epi, st)
+                       : launch_gemv<MODE, SDT, 4, 4, 2, 2>(d, xq, M, epi, st);
+        }
+        return cudaErrorNotSupported;
+    }
+    if (gpb == 4) return launch_gemv<MODE, SDT, 4, 4, 1, 1>(d, xq, 1, epi, st);
+    if (gpb == 2) return launch_gemv<MODE, SDT, 4, 2, 1, 1>(d, xq, 1, epi, st);
     if constexpr (SDT == WEFT_CU_S_F32)
-        if (gpb == 1) return launch_gemv<MODE, SDT, 4, 1>(d, xq, epi, st);
+        if (gpb == 1) return launch_gemv<MODE, SDT, 4, 1, 1, 1>(d, xq, 1, epi, st);
     return cudaErrorNotSupported;
 }
 
 } // namespace
 
-extern "C" cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, const weft_cu_epi *epi,
-                                       cudaStream_t stream) {
+extern "C" cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
+                                       const weft_cu_epi *epi, cudaStream_t stream) {
+    if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
-        return launch_s<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, *epi, stream);
+        return launch_s<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
     if (w->mode == WEFT_CU_AFFINE) {
         if (w->sdt == WEFT_CU_S_F32)
-            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_F32>(d, w->group, xq, *epi, stream);
+            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_F32>(d, w->group, xq, M, *epi, stream);
         if (w->sdt == WEFT_CU_S_F16)
-            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_F16>(d, w->group, xq, *epi, stream);
+            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
         if (w->sdt == WEFT_CU_S_BF16)
-            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_BF16>(d, w->group, xq, *epi, stream);
+            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_BF16>(d, w->group, xq, M, *epi, stream);
     }
     return cudaErrorNotSupported;
 }

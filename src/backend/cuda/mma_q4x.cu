@@ -272,6 +272,13 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
     // for 33..64 where the plain GEMM's grid would be too small (bench/NOTES.md session 8).
     const bool split = (M >= WEFT_CU_SPLIT_MIN_ROWS && M <= WEFT_CU_SPLIT_MAX_ROWS) ||
                        (M > 32 && M <= 64 && gemm_blocks < WEFT_CU_GEMM_MIN_BLOCKS);
+    // 2..WEFT_CU_GEMV_MAX_ROWS rows of Q4_0 (decode rounds of few streams): the streaming kernel with the
+    // rows staged whole (gemv_q4.cu), same bits, where the rows fit its shared memory (K up to about 4,500).
+    if (M >= 2 && M <= WEFT_CU_GEMV_MAX_ROWS && w->mode == WEFT_CU_OFF8 && epi->gemm == 0 && !epi->no_split &&
+        !epi->quads4 && !epi->no_gemv) {
+        const cudaError_t e = weft_cu_gemv_q4(w, xq, M, epi, stream);
+        if (e != cudaErrorNotSupported) return e;
+    }
     if (split && epi->gemm == 0 && !epi->no_split && !epi->quads4) {
         const cudaError_t e = weft_cu_gemm_q4s(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
@@ -286,7 +293,7 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
     // bench_cuda_matmul) but was measured slower than the kernel here on them (group 64: 0.0204 vs 0.0174 ms
     // on 14336x4096, bench/NOTES.md session 10), so they stay here.
     if (M == 1 && w->mode == WEFT_CU_OFF8 && !epi->no_gemv) {
-        const cudaError_t e = weft_cu_gemv_q4(w, xq, epi, stream);
+        const cudaError_t e = weft_cu_gemv_q4(w, xq, 1, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
     const WDev d = wdev(w);

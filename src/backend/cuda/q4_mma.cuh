@@ -217,14 +217,14 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
     }
 };
 
-// One K block of one tile (the lane's loads in S; mma_q4x.cu's and gemv_q4.cu's kernels) into the running
-// sums: per sub-block, the two mma of each activation quad, and at the end of a scale group the fold into acc
-// (mma_q4.cu's arithmetic).
-template <int MODE, int SDT, int SB, int GPB, int RQ>
-__device__ __forceinline__ void
-q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float (&s1)[SB],
-          const uint32_t *xlane, const float *__restrict__ XS, int64_t nsub, int M, int row0, int kb, int g,
-          int t, float (&acc)[RQ][2], float (&C)[RQ][4], float (&sxg)[RQ]) {
+// One K block of one tile (the lane's loads in S) into the running sums: per sub-block, the two mma of each
+// activation quad, and at the end of a scale group the fold into acc (mma_q4.cu's arithmetic). xq(q, j, xv,
+// ls) gives quad q's B words of sub-block j of the K block (xv) and, AFFINE, the 32-element sum of the lane's
+// activation row t of that quad (ls; 0 for rows past M): where the activations come from (registers, L2,
+// shared memory) is the caller's, the arithmetic is this function's.
+template <int MODE, int SDT, int SB, int GPB, int RQ, class XQ>
+__device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, XQ &&xq, float (&acc)[RQ][2],
+                                            float (&C)[RQ][4], float (&sxg)[RQ]) {
     constexpr int SPB = SB / GPB; // sub-blocks per scale group
 #pragma unroll
     for (int j = 0; j < SB; j++) {
@@ -241,11 +241,30 @@ q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float
                 bh = q4_affine_b(sh, S.bh.get(j / SPB));
             }
         }
-        const int64_t u = (int64_t)kb * SB + j;
 #pragma unroll
         for (int q = 0; q < RQ; q++) {
             uint4 xv;
             float ls;
+            xq(q, j, xv, ls);
+            q4_mma_sub(C[q], Pg, Ph, xv, first);
+            if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
+            if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
+        }
+    }
+}
+
+// q4x_block_x with the activations of mma_q4x.cu's and gemv_q4.cu's one-row kernels: RQ == 1, x1 / s1 (the
+// lane's words and sums of the K block, in registers); RQ > 1, quads of rows row0 + 4q + .. read from L2
+// (xlane: the lane's word offset in the prepared rows, XS their sums; zeros past row M).
+template <int MODE, int SDT, int SB, int GPB, int RQ>
+__device__ __forceinline__ void
+q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float (&s1)[SB],
+          const uint32_t *xlane, const float *__restrict__ XS, int64_t nsub, int M, int row0, int kb, int g,
+          int t, float (&acc)[RQ][2], float (&C)[RQ][4], float (&sxg)[RQ]) {
+    q4x_block_x<MODE, SDT, SB, GPB, RQ>(
+        S,
+        [&](int q, int j, uint4 &xv, float &ls) {
+            const int64_t u = (int64_t)kb * SB + j;
             if (RQ == 1) {
                 xv = x1[j];
                 ls = s1[j];
@@ -255,11 +274,8 @@ q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float
                             : make_uint4(0u, 0u, 0u, 0u);
                 ls = (MODE == WEFT_CU_AFFINE && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
             }
-            q4_mma_sub(C[q], Pg, Ph, xv, first);
-            if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
-            if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
-        }
-    }
+        },
+        acc, C, sxg);
 }
 
 // The one-row kernels' staging of a warp's prepared row (mma_q4x.cu's X1S, mma_i8.cu): copies the 32·SB-word
