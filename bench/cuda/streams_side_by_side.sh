@@ -20,8 +20,9 @@ export LD_LIBRARY_PATH=/tmp/w/lib; M=/tmp/m8b.gguf; Q=/tmp/q8b.gguf
 R make_q8b 120 python3 bench/cuda/peer_gguf.py $Q /tmp/tok128k.json qwen3-8b
 W="taskset -c 0-2 /tmp/w/weft bench"; B="--backend cuda --prompt-len 512 --gen-len 128 --chunk 512"
 R weft_m_s16 90 $W $M $B --repeat 2 --streams 16
-R weft_m_s4 60 $W $M $B --repeat 1 --streams 4
+R weft_m_s4 60 $W $M $B --repeat 2 --streams 4
 R weft_m_s64 90 $W $M $B --repeat 1 --streams 64
+R weft_q_s4 60 $W $Q $B --repeat 2 --streams 4
 R weft_q_s16 90 $W $Q $B --repeat 2 --streams 16
 R weft_q_s64 90 $W $Q $B --repeat 1 --streams 64
 while [ ! -f $LC/built ] && [ $((SECONDS - T0)) -lt 420 ]; do sleep 5; done
@@ -30,4 +31,4 @@ export LD_LIBRARY_PATH=$LC/build/bin:$LD_LIBRARY_PATH; LB=$LC/build/bin
 R lcpp_m_tg 60 $LB/llama-bench -m $M -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
 R lcpp_q_tg 60 $LB/llama-bench -m $Q -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
 R lcpp_m_bb 100 $LB/llama-batched-bench -m $M -c 42000 -b 2048 -ub 512 -npp 512 -ntg 128 -npl 1,4,16,64 -fa on
-R lcpp_q_bb 60 $LB/llama-batched-bench -m $Q -c 12000 -b 2048 -ub 512 -npp 512 -ntg 128 -npl 1,16 -fa on
+R lcpp_q_bb 60 $LB/llama-batched-bench -m $Q -c 12000 -b 2048 -ub 512 -npp 512 -ntg 128 -npl 1,4,16 -fa on
