@@ -231,7 +231,12 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     CK(cudaMalloc(&xq.f, (size_t)MAXM * K * sizeof(uint32_t)));
     CK(cudaMalloc(&xq.s, (size_t)MAXM * (K / 32) * sizeof(float)));
     const size_t ny = (size_t)MAXM * N * sizeof(float);
-    int bad = 0, gemv_ran = 0, gemv_rows_ran = 0;
+    int bad = 0, gemv_ran = 0, gemv_rows_ran = 0, gemv_sk_ran = 0;
+    // the split-K form's slot sums (weft_cu_epi.part), poisoned: every sum the fold reads must be written
+    const size_t npart = weft_cu_gemv_part_floats(N, K);
+    float *dpart = nullptr;
+    CK(cudaMalloc(&dpart, npart * sizeof(float)));
+    CK(cudaMemset(dpart, 0xff, npart * sizeof(float)));
     // 64 rows and up run the shared-memory GEMM (gemm_q4.cu): full and partial blocks of 64 rows
     for (int M : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 31, 33, 63, 64, 65, 100, 256, 300}) {
         for (int mode = 0; mode < 3; mode++) { // plain, bias, bias + accumulate
@@ -252,12 +257,17 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                    (long long)N, (long long)K, M, mode);
             // the GEMMs (mma.sync, wgmma) at every M, whether or not weft_cu_matmul_q4x would pick them here
             // (and, at 1..16 rows, the streaming kernel, dispatched for Q4_0 only, with runs of 1, 2, 3 and 7
-            // tiles per group of warps and the whole weight in one group besides the device's own choice)
+            // tiles per group of warps and the whole weight in one group besides the device's own choice; at
+            // 9..16 rows with and without the split-K scratch)
             static const char *const gname[4] = {"mma.sync", "wgmma", "cluster-split", "gemv_q4.cu"};
             static const int gemv_runs[6] = {0, 1, 2, 3, 7, 1 << 30};
-            for (int wg = 0; wg < 3 + (M <= 16 ? 6 : 0); wg++) {
+            for (int wg = 0; wg < 3 + (M <= 16 ? (M > 8 ? 12 : 6) : 0); wg++) {
                 weft_cu_epi ev = e;
-                if (wg >= 3) ev.gemv_run = gemv_runs[wg - 3];
+                if (wg >= 3) ev.gemv_run = gemv_runs[(wg - 3) % 6];
+                if (wg >= 9) {
+                    ev.part = dpart;
+                    ev.part_floats = npart;
+                }
                 CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
                 if (!accu) CK(cudaMemset(dy2, 0xff, ny));
                 const cudaError_t ge = wg >= 3   ? weft_cu_gemv_q4(&W.w, &xq, M, &ev, 0)
@@ -268,13 +278,14 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                 CK(ge);
                 gemv_ran += wg >= 3;
                 gemv_rows_ran += wg >= 3 && M > 1;
+                gemv_sk_ran += wg >= 9;
                 CK(cudaDeviceSynchronize());
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 const bool geq = !memcmp(gv.data(), a.data(), (size_t)M * N * sizeof(float));
                 bad += !geq;
                 EXPECT(geq, "%s %lldx%lld %s: M=%d mode %d differs from the fp32-activation kernel (run %d)",
                        L.name, (long long)N, (long long)K, gname[wg < 3 ? wg : 3], M, mode,
-                       wg >= 3 ? gemv_runs[wg - 3] : 0);
+                       wg >= 3 ? gemv_runs[(wg - 3) % 6] : 0);
             }
         }
     }
@@ -290,6 +301,12 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     if (L.mode == WEFT_CU_OFF8 && K % 128 == 0 && K / 128 >= weft_cu_q4_kw(N, K) && K <= 4096) {
         bad += gemv_rows_ran == 0;
         EXPECT(gemv_rows_ran > 0, "%s %lldx%lld: gemv_q4.cu refused several rows of a shape it takes", L.name,
+               (long long)N, (long long)K);
+    }
+    // ... and its split-K form at 9..16 rows (Q4_0, where K has at least KW blocks)
+    if (L.mode == WEFT_CU_OFF8 && K % 128 == 0 && K / 128 >= weft_cu_q4_kw(N, K)) {
+        bad += gemv_sk_ran == 0;
+        EXPECT(gemv_sk_ran > 0, "%s %lldx%lld: gemv_q4.cu's split-K form refused a shape it takes", L.name,
                (long long)N, (long long)K);
     }
     // three-way split (segments at 16-row multiples) == the plain store's slices
@@ -374,6 +391,8 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     if (timing) {
         auto flush = [&] { CK(cudaMemsetAsync(g_flush, (int)(g_flush_n++ & 0x7f), kFlushBytes, 0)); };
         weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
+        e.part = dpart; // the dispatch's split-K form at 9..16 rows
+        e.part_floats = npart;
         auto old_mm = [&](int M) { return [&, M] { weft_cu_matmul(&W.w, dx, K, M, dy, N, nullptr, 0, 0); }; };
         auto new_mm = [&](int M) { return [&, M] { weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0); }; };
         CK(weft_cu_xq_prep(dx, K, 256, &xq, 0));
@@ -478,6 +497,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                o16, n16, o256, n256, 2.0 * 256 * N * K / o256 / 1e9, 2.0 * 256 * N * K / n256 / 1e9);
     }
     printf("\n");
+    cudaFree(dpart);
     cudaFree(dx);
     cudaFree(db);
     cudaFree(dy);

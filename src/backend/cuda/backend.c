@@ -327,6 +327,19 @@ static size_t attn_scratch_floats(const cu_backend *b) {
     return a > c ? a : c;
 }
 
+/* The largest split-K scratch of the model's matmul shapes (q|k|v, o, gate|up, down, lm head). */
+static size_t mm_part_floats(const cu_backend *b) {
+    const int64_t qkv = (b->Hq + 2 * b->Hkv) * b->d,
+                  shapes[5][2] = {
+                      {qkv, b->H}, {b->H, b->Hq * b->d}, {2 * b->I, b->H}, {b->H, b->I}, {b->V, b->H}};
+    size_t m = 0;
+    for (int i = 0; i < 5; i++) {
+        const size_t f = weft_cu_gemv_part_floats(shapes[i][0], shapes[i][1]);
+        m = f > m ? f : m;
+    }
+    return m;
+}
+
 static size_t attn_counters_bytes(const cu_backend *b) {
     return (size_t)weft_cu_attention_decode_counters(kDecodeRows, (int)b->Hkv) * sizeof(int);
 }
@@ -351,6 +364,7 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
                 {(void **)&b->d_gsel, R * sizeof(int)},
                 {(void **)&b->d_ids, R * sizeof(int32_t)},
                 {(void **)&b->attn_scratch, attn_scratch_floats(b) * f},
+                {(void **)&b->mm_part, mm_part_floats(b) * f},
                 {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
                 {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
                 {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)},
@@ -358,6 +372,7 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     weft_status st;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
+    b->mm_part_floats = mm_part_floats(b);
     CU_TRY(cudaMemset(b->attn_counters, 0, attn_counters_bytes(b)), "attention counters");
     /* (on the legacy stream; the forwards' non-blocking stream does not wait for it) */
     CU_TRY(cudaDeviceSynchronize(), "zeroing the attention counters");
@@ -373,7 +388,8 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
 static size_t activation_bytes(const cu_backend *b) {
     const size_t R = (size_t)b->max_rows;
     return R * sizeof(float) * (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
-           R * (sizeof(weft_cu_row) + 3 * sizeof(int)) + attn_scratch_floats(b) * sizeof(float) +
+           R * (sizeof(weft_cu_row) + 3 * sizeof(int)) +
+           (attn_scratch_floats(b) + mm_part_floats(b)) * sizeof(float) +
            R * (2 * (size_t)b->xq_k * sizeof(uint32_t) + 2 * (size_t)(b->xq_k / 32) * sizeof(float) +
                 sizeof(weft_cu_tile)) +
            attn_counters_bytes(b);

@@ -140,6 +140,11 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_SPLIT): few rows without the cluster-split
      * GEMM (weft_cu_gemm_q4s); the same bits */
     int no_split;
+    /* optional scratch of part_floats floats for weft_cu_gemv_q4's split-K form (9..16 rows: every K slot
+     * in its own blocks, the slot sums added by a second kernel; weft_cu_gemv_part_floats says how much a
+     * weight needs), NULL = not used; written and read within the call's kernels */
+    float *part;
+    size_t part_floats;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
      * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
      * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */
@@ -199,6 +204,9 @@ cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int 
  * own kernel, bench/NOTES.md session 10) and runs another kernel on the shapes this one refuses. */
 cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                             cudaStream_t stream);
+/* Floats of weft_cu_epi.part that weft_cu_gemv_q4's split-K form needs for a rows x cols weight: 16 rows x
+ * KW slot sums per output (rows · weft_cu_q4_kw · 16). */
+size_t weft_cu_gemv_part_floats(int64_t rows, int64_t cols);
 /* (EXPERIMENTAL, above weft_cu_i8_prep.) */
 cudaError_t weft_cu_matmul_i8x(const weft_cu_weight *w, const uint32_t *XL, int M, const weft_cu_epi *epi,
                                cudaStream_t stream);

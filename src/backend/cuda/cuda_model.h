@@ -40,10 +40,12 @@ typedef struct cu_backend {
     int max_slots, max_rows, max_context;
     /* device activations for max_rows rows */
     float *x, *xb, *q, *k, *v, *att, *g, *u, *logits;
-    float *attn_scratch; /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
-    int *attn_counters;  /* weft_cu_attention_decode's arrival counters, zero between launches (these and
-                            attn_scratch assume the backend's one stream; a stream per slot would need a set
-                            each) */
+    float *attn_scratch;   /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
+    float *mm_part;        /* the 4-bit matmul's split-K slot sums (weft_cu_epi.part), mm_part_floats */
+    size_t mm_part_floats; /* the largest weft_cu_gemv_part_floats of the model's matmul shapes */
+    int *attn_counters;    /* weft_cu_attention_decode's arrival counters, zero between launches (these and
+                              attn_scratch assume the backend's one stream; a stream per slot would need a set
+                              each) */
     /* activations prepared for the 4-bit matmul (weft_cu_xq): two buffers of max_rows rows of up to
      * xq_k = max(H, Hq·d, I) elements (forward.c: xq_of, xq_down) */
     uint32_t *xq_f;

@@ -88,16 +88,23 @@ template <int P> __device__ __forceinline__ void group_sync(int p, int nt) {
 // Needs nblk >= KW (every warp has a K block). Shared memory: the warps' sums [P][2][KW − 1][RQ][64], the
 // rings [P·KW][kRing][Slot::WORDS], then ONE_ROW: the row's words [nsub][32], sums [nsub] and a zero block
 // [SB·32]; else the rows' words [4·RQ][nsub][32] and sums [4·RQ][nsub].
-template <int MODE, int SDT, int SB, int GPB, int RQ, int P>
+// SK (split K, several rows with epi.part): block (x, y) takes slot x of the KW for all 4·RQ rows and its P
+// warps are the tile workers y·P .. y·P + P − 1 (groups of one warp); it stages only the K blocks of slot x
+// (x, x + KW, ...: [4·RQ][mine][SB·32] words) and writes each tile's slot sums to epi.part
+// [tile][slot][RQ][64] (lane-major), which gemv_fold_kernel adds in slot order.
+template <int MODE, int SDT, int SB, int GPB, int RQ, int P, bool SK = false>
 __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN_BLOCKS)
     gemv_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int run,
-                   weft_cu_epi epi) {
+                   int slots, weft_cu_epi epi) {
     using Sl = Slot<MODE, SDT, SB, GPB>;
     constexpr bool ONE_ROW = GShape<RQ, P>::ONE_ROW;
+    static_assert(!SK || (MODE == WEFT_CU_OFF8 && !ONE_ROW), "split K: Q4_0 rows only (no sums)");
     extern __shared__ __align__(16) float red[];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5) / P;
-    const int p = P == 1 ? 0 : warp / KW, ws = P == 1 ? warp : warp % KW; // group, the warp's slot in it
-    const int g = lane >> 2, t = lane & 3, row0 = 4 * RQ * (int)blockIdx.x;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int KW = SK ? slots : (int)(blockDim.x >> 5) / P, GW = SK ? 1 : KW; // slots, warps per group
+    // group, the warp's slot
+    const int p = SK ? warp : P == 1 ? 0 : warp / KW, ws = SK ? (int)blockIdx.x : P == 1 ? warp : warp % KW;
+    const int g = lane >> 2, t = lane & 3, row0 = SK ? 0 : 4 * RQ * (int)blockIdx.x;
     // (32-bit: tiles·W < 2^31 for any weight the launcher takes; ONE_ROW always has run > 0)
     const int tiles = (int)(w.rows / 16), W = (int)gridDim.y * P, wk = (int)blockIdx.y * P + p;
     const int tile0 = ONE_ROW || run > 0 ? std::min(wk * run, tiles) : (int)((unsigned)(wk * tiles) / W),
@@ -107,11 +114,12 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     const int nblk = (int)(w.cols / (32 * SB)), mine = (nblk - ws + KW - 1) / KW;
     const int ntl = tile1 - tile0; // tiles of this group (>= 0)
     const int total = ntl * mine;  // K blocks this warp sums
-    float *sums = red + (size_t)p * 2 * (KW - 1) * RQ * 64;
-    uint32_t *rings = reinterpret_cast<uint32_t *>(red + (size_t)P * 2 * (KW - 1) * RQ * 64);
+    float *sums = red + (size_t)p * 2 * (GW - 1) * RQ * 64;
+    uint32_t *rings = reinterpret_cast<uint32_t *>(red + (size_t)P * 2 * (GW - 1) * RQ * 64);
     uint32_t *ring = rings + warp * kRing * Sl::WORDS;
-    uint32_t *xs = rings + P * KW * kRing * Sl::WORDS;
-    float *xsum = reinterpret_cast<float *>(xs + (ONE_ROW ? 1 : 4 * RQ) * nsub * 32);
+    uint32_t *xs = rings + P * GW * kRing * Sl::WORDS;
+    const int64_t xrow = SK ? (int64_t)mine * SB * 32 : nsub * 32; // staged words per row
+    float *xsum = reinterpret_cast<float *>(xs + (ONE_ROW ? 1 : 4 * RQ) * xrow);
     // B words. ONE_ROW: lanes g < 2 read the row's words (column g = part g of the row); the other lanes'
     // columns are zero, read from a zero block of one K block's size, so no lane's loads are predicated.
     // Otherwise lane (g, t) reads part g % 2 of row 4q + g / 2 (quad q).
@@ -124,7 +132,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         xb = g < 2 ? xs + (g & 1) * 16 + 4 * t : zeros; // + kb·xstep: K block kb's words
         xstep = g < 2 ? SB * 32 : 0;
     } else {
-        xb = xs + (size_t)(g >> 1) * nsub * 32 + (g & 1) * 16 + 4 * t; // + q·4·nsub·32 + kb·SB·32
+        xb = xs + (size_t)(g >> 1) * xrow + (g & 1) * 16 + 4 * t; // + q·4·xrow + kb·SB·32 (SK: i·SB·32)
         xstep = SB * 32;
     }
 
@@ -172,6 +180,19 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
             if (MODE == WEFT_CU_AFFINE && lane == 0) cp_async<4 * SB>(xsum + o, XS + o, true);
         }
         cp_commit();
+    } else if constexpr (SK) {
+        // The slot's K blocks of every row (16-byte pieces; rows past M as zeros), by all the block's
+        // threads.
+        const int rw = mine * SB * 8, nx = 4 * RQ * rw; // pieces per row, in all
+        for (int c = threadIdx.x; c < nx; c += blockDim.x) {
+            const int r = c / rw, i = c % rw / (SB * 8), o = c % (SB * 8);
+            const bool ok = row0 + r < M;
+            const int64_t src = (int64_t)(row0 + r) * nsub * 32 + (int64_t)(ws + i * KW) * SB * 32 + 4 * o;
+            cp_async<16>(xs + 4 * c, XF + (ok ? src : 0), ok);
+        }
+        cp_commit();
+        cp_wait<0>();
+        __syncthreads(); // every thread's pieces have landed
     } else {
         // The block's rows, whole (16-byte pieces; rows past M as zeros), by all its threads.
         const int64_t rw = nsub * 8, nx = 4 * RQ * rw; // pieces per row, in all
@@ -212,7 +233,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         Stage<MODE, SDT, SB, GPB> S;
         Sl::read(S, cur, lane, g);
         const int kb = ws + i * KW;
-        const uint32_t *xk = xb + kb * xstep;
+        const uint32_t *xk = xb + (SK ? i : kb) * xstep;
         if constexpr (ONE_ROW) {
             uint4 x1[SB];
             float s1[SB];
@@ -227,7 +248,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
             q4x_block_x<MODE, SDT, SB, GPB, RQ>(
                 S,
                 [&](int q, int j, uint4 &xv, float &ls) {
-                    xv = *reinterpret_cast<const uint4 *>(xk + (size_t)q * 4 * nsub * 32 + 32 * j);
+                    xv = *reinterpret_cast<const uint4 *>(xk + (size_t)q * 4 * xrow + 32 * j);
                     ls = MODE == WEFT_CU_AFFINE ? xsk[(size_t)q * 4 * nsub + j] : 0.0f;
                 },
                 acc, C, sxg);
@@ -236,8 +257,20 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         issue(cur);
         cur = cur + Sl::WORDS == ring + kRing * Sl::WORDS ? ring : cur + Sl::WORDS;
         if (++i < mine) continue;
-        // The tile's last K block: the group's warps' sums meet in order, then the epilogue (its warp 0).
+        // The tile's last K block: the group's warps' sums meet in order, then the epilogue (its warp 0); SK:
+        // the slot's sums to epi.part.
         i = 0;
+        if constexpr (SK) {
+            float *pp = epi.part + ((size_t)tile * KW + ws) * RQ * 64 + lane;
+#pragma unroll
+            for (int q = 0; q < RQ; q++) {
+                pp[q * 64] = acc[q][0];
+                pp[q * 64 + 32] = acc[q][1];
+                acc[q][0] = acc[q][1] = 0.0f;
+            }
+            tile++;
+            continue;
+        }
         float *rb = sums + buf * (KW - 1) * RQ * 64;
         if (ws > 0) {
 #pragma unroll
@@ -316,7 +349,68 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_c
     // grid y (tests' short runs on a huge weight), and the kernel's 32-bit tile arithmetic
     if (blocks > 65535 || tiles * (blocks * P + 1) >= ((int64_t)1 << 31)) return cudaErrorNotSupported;
     return weft_pdl_launch(kernel, dim3((unsigned)rblocks, (unsigned)blocks), dim3(KW * P * 32), smem, st, d,
-                           (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, epi);
+                           (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
+}
+
+// The slot sums of epi.part ([tile][KW][RQ][64], lane-major) added in slot order ((s0 + s1) + s2) + ... —
+// the additions the group's warps make in gemv_q4_kernel — and stored by the epilogue: one warp per tile.
+template <int RQ>
+__global__ void __launch_bounds__(256) gemv_fold_kernel(int64_t tiles, int KW, int M, weft_cu_epi epi) {
+    weft_pdl_enter();
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t tile = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (tile >= tiles) return; // (warp-uniform: the epilogue's shuffles stay within the warp)
+    const float *pp = epi.part + (size_t)tile * KW * RQ * 64 + lane;
+#pragma unroll
+    for (int q = 0; q < RQ; q++) {
+        float v0 = pp[q * 64], v1 = pp[q * 64 + 32];
+        for (int sl = 1; sl < KW; sl++) {
+            v0 = __fadd_rn(v0, pp[(sl * RQ + q) * 64]);
+            v1 = __fadd_rn(v1, pp[(sl * RQ + q) * 64 + 32]);
+        }
+        q4_epi_store(epi, tile, 4 * q + t, M, g, t, v0, v1);
+    }
+}
+
+// Split K (9..16 rows with epi.part): KW slot blocks per tile range, each staging its slot's K blocks of all
+// 16 rows (so K = 14,336 fits too), then the fold. kSkWarps warps (tile workers) per block.
+constexpr int kSkWarps = 8;
+template <int MODE, int SDT, int SB, int GPB>
+cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi,
+                           cudaStream_t st) {
+    using Sl = Slot<MODE, SDT, SB, GPB>;
+    constexpr int RQ = 4, P = kSkWarps;
+    const int KW = weft_cu_q4_kw(d.rows, d.cols), nblk = (int)(d.cols / (32 * SB));
+    const int64_t tiles = d.rows / 16;
+    if (nblk < KW || epi.part_floats < (size_t)tiles * KW * RQ * 64) return cudaErrorNotSupported;
+    const int mine = (nblk + KW - 1) / KW; // slot 0's K blocks (the most)
+    const size_t smem = sizeof(uint32_t) * ((size_t)P * kRing * Sl::WORDS + (size_t)4 * RQ * mine * SB * 32);
+    auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB, RQ, P, true>;
+    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    if (max_smem <= 0 || smem > (size_t)max_smem) return cudaErrorNotSupported;
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+        if (e != cudaSuccess) return e;
+    }
+    int64_t run = epi.gemv_run, blocks = 1;
+    if (run <= 0) {
+        int per_sm = 0;
+        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, P * 32, smem);
+        if (e != cudaSuccess) return e;
+        const int64_t slots =
+            (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
+        blocks = std::max<int64_t>(1, std::min<int64_t>(slots / KW, (tiles + P - 1) / P));
+        run = 0;
+    }
+    if (run > tiles) run = tiles;
+    if (run > 0) blocks = (tiles + run * P - 1) / (run * P);
+    if (blocks > 65535 || tiles * (blocks * P + 1) >= ((int64_t)1 << 31)) return cudaErrorNotSupported;
+    cudaError_t e = weft_pdl_launch(kernel, dim3((unsigned)KW, (unsigned)blocks), dim3(P * 32), smem, st, d,
+                                    (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
+    if (e != cudaSuccess) return e;
+    return weft_pdl_launch(gemv_fold_kernel<RQ>, dim3((unsigned)((tiles + 7) / 8)), dim3(256), 0, st, tiles,
+                           KW, M, epi);
 }
 
 template <int MODE, int SDT>
@@ -331,6 +425,10 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
             if (M <= 4)
                 return kw4 ? launch_gemv<MODE, SDT, 4, 4, 1, 4>(d, xq, M, epi, st)
                            : launch_gemv<MODE, SDT, 4, 4, 1, 2>(d, xq, M, epi, st);
+            if (M > 8 && epi.part) {
+                const cudaError_t e = launch_gemv_sk<MODE, SDT, 4, 4>(d, xq, M, epi, st);
+                if (e != cudaErrorNotSupported) return e;
+            }
             return kw4 ? launch_gemv<MODE, SDT, 4, 4, 2, 4>(d, xq, M, epi, st)
                        : launch_gemv<MODE, SDT, 4, 4, 2, 2>(d, xq, M, epi, st);
         }
@@ -361,4 +459,8 @@ extern "C" cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq
             return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_BF16>(d, w->group, xq, M, *epi, stream);
     }
     return cudaErrorNotSupported;
+}
+
+extern "C" size_t weft_cu_gemv_part_floats(int64_t rows, int64_t cols) {
+    return (size_t)rows * (size_t)weft_cu_q4_kw(rows, cols) * 16;
 }

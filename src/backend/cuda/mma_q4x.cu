@@ -274,8 +274,10 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
                        (M > 32 && M <= 64 && gemm_blocks < WEFT_CU_GEMM_MIN_BLOCKS);
     // 2..WEFT_CU_GEMV_MAX_ROWS rows of Q4_0 (decode rounds of few streams): the streaming kernel with the
     // rows staged whole (gemv_q4.cu), same bits, where the rows fit its shared memory (K up to about 4,500).
-    if (M >= 2 && M <= WEFT_CU_GEMV_MAX_ROWS && w->mode == WEFT_CU_OFF8 && epi->gemm == 0 && !epi->no_split &&
-        !epi->quads4 && !epi->no_gemv) {
+    // With epi->part, 9..16 rows too: its split-K form (every K slot in its own blocks, the slot sums added
+    // by a second kernel).
+    if (M >= 2 && (M <= WEFT_CU_GEMV_MAX_ROWS || (M <= 16 && epi->part)) && w->mode == WEFT_CU_OFF8 &&
+        epi->gemm == 0 && !epi->no_split && !epi->quads4 && !epi->no_gemv) {
         const cudaError_t e = weft_cu_gemv_q4(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
