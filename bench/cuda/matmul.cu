@@ -264,9 +264,10 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
             for (int wg = 0; wg < 3 + (M <= 16 ? (M > 8 ? 12 : 6) : 0); wg++) {
                 weft_cu_epi ev = e;
                 if (wg >= 3) ev.gemv_run = gemv_runs[(wg - 3) % 6];
-                if (wg >= 9) {
+                if (wg >= 9) { // poisoned before every call: each slot sum the fold reads must be this call's
                     ev.part = dpart;
                     ev.part_floats = npart;
+                    CK(cudaMemset(dpart, 0xff, npart * sizeof(float)));
                 }
                 CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
                 if (!accu) CK(cudaMemset(dy2, 0xff, ny));
@@ -310,7 +311,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                (long long)N, (long long)K);
     }
     // three-way split (segments at 16-row multiples) == the plain store's slices
-    for (const int M : {1, 5, 70}) { // (1: gemv_q4.cu)
+    for (const int M : {1, 5, 12, 16, 70}) { // (1..16: gemv_q4.cu; 12, 16: its split-K form and fold)
         if (N < 48) break;
         const int64_t e0 = 16 * (N / 48), e1 = 2 * e0;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
@@ -320,6 +321,8 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         const int64_t w[3] = {e0, e1 - e0, N - e1};
         for (int i = 0; i < 3; i++) CK(cudaMalloc(&seg[i], (size_t)M * w[i] * sizeof(float)));
         weft_cu_epi sp = weft_cu_epi_store(seg[0], w[0], db, 0, e0);
+        sp.part = dpart; // (the plain store above runs without it: the split GEMM at 9..16 rows)
+        sp.part_floats = npart;
         sp.y[1] = seg[1];
         sp.y[2] = seg[2];
         sp.ld[1] = w[1];
@@ -342,7 +345,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         EXPECT(ok, "%s q4x: split epilogue differs from the plain store (M=%d)", L.name, M);
     }
     // SwiGLU epilogue == plain store, de-interleaved, then weft_cu_swiglu
-    for (const int M : {1, 7, 70}) {
+    for (const int M : {1, 7, 12, 16, 70}) {
         const int64_t I = N / 2;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
         const weft_cu_epi plain = weft_cu_epi_store(dy, N, nullptr, 0, N);
@@ -369,6 +372,9 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         sw.mode = WEFT_CU_EPI_SWIGLU;
         sw.xf = xw.f;
         sw.xf_nsub = I / 32;
+        sw.part =
+            dpart; // 12, 16: the split-K form's fold runs this epilogue (the plain store: the split GEMM)
+        sw.part_floats = npart;
         CK(cudaMemset(dy2, 0xff, ny));
         CK(weft_cu_matmul_q4x(&W.w, &xq, M, &sw, 0));
         std::vector<float> want = dev_download(dg, (size_t)M * I), got = dev_download(dy2, (size_t)M * I);

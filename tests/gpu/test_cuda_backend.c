@@ -388,26 +388,29 @@ static void test_refusal(void) {
 
 /* Exactness at a real shape (argument 1: a GGUF such as bench/cuda/peer_gguf.py's 8B-shape Q4_0 file): one
  * 600-token prompt fed in chunks of 512 rows (the many-row products on the wgmma / shared-memory GEMM), 24
- * rows (the 17..32-row kernels, the GEMM on large weights) and 7 rows (the cluster-split GEMM), each followed
- * by 8 greedy decode steps: every row's logits and every draw must be bit-identical across the three (SPEC
- * §4.3: chunk-cut invariance). The fixtures are too small for most of these kernel paths. */
+ * rows (the 17..32-row kernels, the GEMM on large weights), 7 rows (gemv_q4.cu's staged rows; the
+ * cluster-split GEMM where K is too long for them) and 16 rows (gemv_q4.cu's split-K form and its fold, with
+ * the q|k|v and SwiGLU epilogues), each followed by 8 greedy decode steps: every row's logits and every draw
+ * must be bit-identical across the four (SPEC §4.3: chunk-cut invariance). The fixtures are too small for
+ * most of these kernel paths. */
 #define RS_P     600
 #define RS_STEPS 8
+#define RS_CUTS  4
 static void test_real_shape(const char *path) {
     weft_err err = {0};
     weft_gguf *g = NULL;
     weft_config cfg;
     weft_tensor_set *ts = weft_tensor_set_new();
-    const int T = RS_P + RS_STEPS, chunks[3] = {512, 24, 7};
-    float *z[3] = {NULL, NULL, NULL};
-    int32_t seq[3][RS_P + RS_STEPS], draws[RS_P + RS_STEPS];
+    const int T = RS_P + RS_STEPS, chunks[RS_CUTS] = {512, 24, 7, 16};
+    float *z[RS_CUTS] = {NULL, NULL, NULL, NULL};
+    int32_t seq[RS_CUTS][RS_P + RS_STEPS], draws[RS_P + RS_STEPS];
     if (weft_gguf_open_file(path, &g, &err) || weft_gguf_config(g, &cfg, &err) ||
         weft_gguf_tensors(g, ts, &err)) {
         CHECK_MSG(0, "%s: %s", path, err.msg);
         goto done;
     }
     const int64_t V = cfg.vocab_size;
-    weft_cuda_backend_opts o = {0, 3, 512, T + 8, 0, false};
+    weft_cuda_backend_opts o = {0, RS_CUTS, 512, T + 8, 0, false};
     weft_backend be;
     if (weft_cuda_backend_new(&cfg, ts, &o, &be, &err) != WEFT_OK) {
         CHECK_MSG(0, "%s: %s", path, err.msg);
@@ -419,9 +422,9 @@ static void test_real_shape(const char *path) {
     uint64_t x = 0x9E3779B97F4A7C15ull; /* a fixed pseudo-random prompt */
     for (int i = 0; i < RS_P; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
-        seq[0][i] = seq[1][i] = seq[2][i] = (int32_t)((x >> 33) % (uint64_t)V);
+        for (int v = 0; v < RS_CUTS; v++) seq[v][i] = (int32_t)((x >> 33) % (uint64_t)V);
     }
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < RS_CUTS; v++) {
         z[v] = malloc((size_t)T * (size_t)V * sizeof(float));
         CHECK_MSG(z[v] != NULL, "real shape: %zu bytes of host memory",
                   (size_t)T * (size_t)V * sizeof(float));
@@ -438,18 +441,19 @@ static void test_real_shape(const char *path) {
         }
         be.ops->release(be.self, v);
     }
-    if (z[0] && z[1] && z[2]) {
+    if (z[0] && z[1] && z[2] && z[3]) {
         const size_t bytes = (size_t)T * (size_t)V * sizeof(float);
-        const bool eq1 = !memcmp(z[0], z[1], bytes) && !memcmp(seq[0], seq[1], sizeof seq[0]),
-                   eq2 = !memcmp(z[0], z[2], bytes) && !memcmp(seq[0], seq[2], sizeof seq[0]);
-        CHECK_MSG(eq1, "%s: chunks of 24 differ from chunks of 512", path);
-        CHECK_MSG(eq2, "%s: chunks of 7 differ from chunks of 512", path);
-        printf("  real shape (%s): %d-token prompt + %d steps, chunks 512 / 24 / 7: %s / %s\n", path, RS_P,
-               RS_STEPS, eq1 ? "eq" : "NE", eq2 ? "eq" : "NE");
+        bool eq[RS_CUTS];
+        for (int v = 1; v < RS_CUTS; v++) {
+            eq[v] = !memcmp(z[0], z[v], bytes) && !memcmp(seq[0], seq[v], sizeof seq[0]);
+            CHECK_MSG(eq[v], "%s: chunks of %d differ from chunks of 512", path, chunks[v]);
+        }
+        printf("  real shape (%s): %d-token prompt + %d steps, chunks 512 / 24 / 7 / 16: %s / %s / %s\n",
+               path, RS_P, RS_STEPS, eq[1] ? "eq" : "NE", eq[2] ? "eq" : "NE", eq[3] ? "eq" : "NE");
     }
     be.ops->destroy(be.self);
 done:
-    for (int v = 0; v < 3; v++) free(z[v]);
+    for (int v = 0; v < RS_CUTS; v++) free(z[v]);
     weft_tensor_set_free(ts);
     weft_gguf_close(g);
 }

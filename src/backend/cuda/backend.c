@@ -327,13 +327,15 @@ static size_t attn_scratch_floats(const cu_backend *b) {
     return a > c ? a : c;
 }
 
-/* The largest split-K scratch of the model's matmul shapes (q|k|v, o, gate|up, down, lm head). */
+/* The largest split-K scratch of the model's matmul shapes: q|k|v, o, gate|up, down, the lm head, and q, k|v
+ * and gate alone (the unfused weights of a file whose projections differ in layout: a lone weight may take
+ * more slots than the fused one). */
 static size_t mm_part_floats(const cu_backend *b) {
-    const int64_t qkv = (b->Hq + 2 * b->Hkv) * b->d,
-                  shapes[5][2] = {
-                      {qkv, b->H}, {b->H, b->Hq * b->d}, {2 * b->I, b->H}, {b->H, b->I}, {b->V, b->H}};
+    const int64_t qd = b->Hq * b->d, kvd = b->Hkv * b->d;
+    const int64_t shapes[8][2] = {{qd + 2 * kvd, b->H}, {b->H, qd}, {2 * b->I, b->H}, {b->H, b->I},
+                                  {b->V, b->H},         {qd, b->H}, {kvd, b->H},      {b->I, b->H}};
     size_t m = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 8; i++) {
         const size_t f = weft_cu_gemv_part_floats(shapes[i][0], shapes[i][1]);
         m = f > m ? f : m;
     }

@@ -131,7 +131,7 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_X1S): one row without the shared-memory copy of its words (the
      * session 5 kernel); the same bits */
     int no_x1s;
-    /* timing experiments only (WEFT_CU_T_NO_GEMV): no weft_cu_gemv_q4 (one row on mma_q4x.cu's kernels, 2..8
+    /* timing experiments only (WEFT_CU_T_NO_GEMV): no weft_cu_gemv_q4 (one row on mma_q4x.cu's kernels, 2..16
      * rows on the kernels before it); the same bits */
     int no_gemv;
     /* tests only: tiles per block of weft_cu_gemv_q4 (0 = from the device's occupancy and SM count); the
@@ -170,8 +170,10 @@ cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, in
 #define WEFT_CU_SPLIT_MIN_ROWS 5
 #define WEFT_CU_SPLIT_MAX_ROWS 16
 /* ... but Q4_0 products of 2..WEFT_CU_GEMV_MAX_ROWS rows go to weft_cu_gemv_q4 first (bench/NOTES.md session
- * 13, back to back on the 8B shapes: 4 rows 13–27% and 8 rows 13–17% faster than the kernels before it; at 16
- * rows, two blocks of 8 rows each decoding the same weights, no faster than the split GEMM). */
+ * 13, back to back on the 8B shapes: 4 rows 13–27% and 8 rows 13–17% faster than the kernels before it), and
+ * so do 9..16 rows when the epilogue carries the split-K scratch (weft_cu_epi.part: 16 rows 17–36% faster);
+ * without it, 9..16 rows stay on the split GEMM (two blocks of 8 rows, each decoding the same weights, were
+ * no faster). */
 #define WEFT_CU_GEMV_MAX_ROWS 8
 
 /* The same product (the same bits, the same epilogues) for many rows (gemm_q4.cu): blocks of 128 weight rows
@@ -196,12 +198,15 @@ cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int 
 /* The same product (the same bits, the same epilogues) for 1..16 activation rows (batch-1 decode and decode
  * rounds of few streams; gemv_q4.cu): groups of warps take runs of consecutive 16-row tiles, and each warp
  * streams its K blocks of the whole run through a ring of cp.async copies in shared memory, the activation
- * rows staged in shared memory once per block (2..16 rows: Q4_0 only, 8 rows per block, so K up to about
- * 4,500). Returns cudaErrorNotSupported for the shapes it does not take (K blocks of fewer than 4
- * sub-blocks, a K block's scales under 4 bytes, fewer K blocks than warps per tile, rows too long for shared
- * memory, more than 16 rows, several rows of a layout other than Q4_0). weft_cu_matmul_q4x hands it the
- * Q4_0 products of 1..WEFT_CU_GEMV_MAX_ROWS rows (the MLX layouts measured slower here at one row than on its
- * own kernel, bench/NOTES.md session 10) and runs another kernel on the shapes this one refuses. */
+ * rows staged in shared memory once per block (2..16 rows: Q4_0 only; 8 rows per block, so K up to about
+ * 4,500 — or, 9..16 rows with epi->part, the split-K form: every K slot in its own blocks staging that slot's
+ * K blocks of all 16 rows, the slot sums added in slot order by a second kernel; then K up to about 14,000,
+ * and cudaErrorNotSupported rather than another form where it does not fit). Returns cudaErrorNotSupported
+ * for the shapes it does not take (K blocks of fewer than 4 sub-blocks, a K block's scales under 4 bytes,
+ * fewer K blocks than warps per tile, rows too long for shared memory, more than 16 rows, several rows of a
+ * layout other than Q4_0). weft_cu_matmul_q4x hands it the Q4_0 products of 1..WEFT_CU_GEMV_MAX_ROWS rows,
+ * and 9..16 with epi->part (the MLX layouts measured slower here at one row than on its own kernel,
+ * bench/NOTES.md session 10) and runs another kernel on the shapes this one refuses. */
 cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                             cudaStream_t stream);
 /* Floats of weft_cu_epi.part that weft_cu_gemv_q4's split-K form needs for a rows x cols weight: 16 rows x

@@ -21,7 +21,8 @@
 // per block (16 warps) share them — the rows' words fill most of the block's shared memory, so more groups
 // per block is how the SM gets its warps. Rows past 4·RQ take more blocks (blockIdx.x); those blocks read the
 // same weights at about the same time, the later reads coming from L2 — but each decodes them again, so 16
-// rows measured no faster than the split GEMM and the dispatch sends at most WEFT_CU_GEMV_MAX_ROWS (8) here.
+// rows measured no faster than the split GEMM, and the dispatch sends 9..16 rows to the split-K form instead
+// (SK below: every K slot in its own blocks, which decode each weight once).
 // The warps' sums of consecutive tiles alternate between two buffers per group, so one group barrier per
 // tile orders them (a warp writes a buffer again only after the next barrier, which the group's first warp
 // reaches after reading it).
@@ -425,10 +426,9 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
             if (M <= 4)
                 return kw4 ? launch_gemv<MODE, SDT, 4, 4, 1, 4>(d, xq, M, epi, st)
                            : launch_gemv<MODE, SDT, 4, 4, 1, 2>(d, xq, M, epi, st);
-            if (M > 8 && epi.part) {
-                const cudaError_t e = launch_gemv_sk<MODE, SDT, 4, 4>(d, xq, M, epi, st);
-                if (e != cudaErrorNotSupported) return e;
-            }
+            // with the scratch, the split-K form or nothing (the caller then takes the split GEMM: the two
+            // row blocks below measured no faster than it, bench/NOTES.md session 13)
+            if (M > 8 && epi.part) return launch_gemv_sk<MODE, SDT, 4, 4>(d, xq, M, epi, st);
             return kw4 ? launch_gemv<MODE, SDT, 4, 4, 2, 4>(d, xq, M, epi, st)
                        : launch_gemv<MODE, SDT, 4, 4, 2, 2>(d, xq, M, epi, st);
         }
