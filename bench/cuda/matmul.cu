@@ -518,15 +518,20 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t N = 14336, K = 4096;
-    const bool gemv = argc == 4 && !strcmp(argv[1], "gemv");
+    const bool gemv = (argc == 4 || argc == 5) && !strcmp(argv[1], "gemv");
     if (gemv || (argc == 5 && (!strcmp(argv[1], "gemm") || !strcmp(argv[1], "split") ||
                                !strcmp(argv[1], "wgemm")))) { // bench_cuda_matmul gemm|split|wgemm N K M:
-        // the GEMM (or the cluster-split GEMM, or the wgmma GEMM) alone, for a profiler; gemv N K: one row
-        // through the dispatch (weft_cu_gemv_q4; WEFT_NO_GEMV=1: mma_q4x.cu's one-row kernel)
+        // the GEMM (or the cluster-split GEMM, or the wgmma GEMM) alone, for a profiler; gemv N K [M]: M rows
+        // (default 1) through the dispatch with the split-K scratch (weft_cu_gemv_q4 at 1..16 rows;
+        // WEFT_NO_GEMV=1: the kernels before it)
         const bool split = !strcmp(argv[1], "split"), wg = !strcmp(argv[1], "wgemm");
         N = atoll(argv[2]);
         K = atoll(argv[3]);
-        const int M = gemv ? 1 : atoi(argv[4]);
+        const int M = argc == 5 ? atoi(argv[4]) : 1;
+        if (M < 1 || M > 4096) {
+            fprintf(stderr, "bench_cuda_matmul: M must be 1..4096\n");
+            return 2;
+        }
         const Layout &L = kLayouts[8]; // Q4_0-mma
         Weight W = make_weight(L, N, K, 7);
         weft_cu_xq xq{nullptr, nullptr, K};
@@ -537,6 +542,10 @@ int main(int argc, char **argv) {
         CK(cudaMemset(xq.f, 0x3c, (size_t)M * K * sizeof(uint32_t)));
         weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
         e.no_gemv = getenv("WEFT_NO_GEMV") != nullptr;
+        float *dpart = nullptr; // the split-K scratch, as the backend passes it
+        e.part_floats = weft_cu_gemv_part_floats(N, K);
+        CK(cudaMalloc(&dpart, e.part_floats * sizeof(float)));
+        e.part = dpart;
         auto gemm = [&] {
             return gemv    ? weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0)
                    : split ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)

@@ -443,7 +443,7 @@ static void test_real_shape(const char *path) {
     }
     if (z[0] && z[1] && z[2] && z[3]) {
         const size_t bytes = (size_t)T * (size_t)V * sizeof(float);
-        bool eq[RS_CUTS];
+        bool eq[RS_CUTS] = {true, true, true, true};
         for (int v = 1; v < RS_CUTS; v++) {
             eq[v] = !memcmp(z[0], z[v], bytes) && !memcmp(seq[0], seq[v], sizeof seq[0]);
             CHECK_MSG(eq[v], "%s: chunks of %d differ from chunks of 512", path, chunks[v]);
