@@ -11,7 +11,7 @@
 # matmul / attn / attnd = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz /
 # bench_cuda_attention_decode.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
-# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls); attnncu = those of the prefill attention tiles; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
+# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls); attnncu = those of the prefill attention tiles; attn16ncu = those of the separate decode attention kernels at 16 rows; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -104,6 +104,13 @@ if has attndncu; then # profiler sections and per-SASS stall samples of the one-
         --launch-skip 40 --launch-count 1 -f -o /tmp/attnd /tmp/w/bench_cuda_attention_decode time 600 \
         >/dev/null 2>&1 &&
         ncu -i /tmp/attnd.ncu-rep --page source --print-source sass --csv >"$LOG/attnd_sass.csv.log" 2>&1
+fi
+if has attn16ncu; then # profiler sections of the separate decode attention kernels at 16 rows x 600 positions
+    # (a 16-stream round's attention: ≈ 56 µs per layer, ≈ 1.4 TB/s of fp32 K/V, bench/NOTES.md session 13)
+    unpack bench_cuda_attention_decode
+    run attn16ncu 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section Occupancy --section LaunchStats \
+        -k regex:attn_span --launch-skip 40 --launch-count 1 /tmp/w/bench_cuda_attention_decode time 600 16
 fi
 if has probe; then # does a wgmma k16 step give mma.sync's bits? (bench/cuda/wgmma_probe.cu)
     unpack bench_cuda_wgmma_probe probe
