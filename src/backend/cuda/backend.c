@@ -327,16 +327,17 @@ static size_t attn_scratch_floats(const cu_backend *b) {
     return a > c ? a : c;
 }
 
-/* The largest split-K scratch of the model's matmul shapes: q|k|v, o, gate|up, down, the lm head, and q, k|v
- * and gate alone (the unfused weights of a file whose projections differ in layout: a lone weight may take
- * more slots than the fused one). */
-static size_t mm_part_floats(const cu_backend *b) {
-    const int64_t qd = b->Hq * b->d, kvd = b->Hkv * b->d;
-    const int64_t shapes[8][2] = {{qd + 2 * kvd, b->H}, {b->H, qd}, {2 * b->I, b->H}, {b->H, b->I},
-                                  {b->V, b->H},         {qd, b->H}, {kvd, b->H},      {b->I, b->H}};
+/* The split-K scratch the model's matmuls need (weft_cu_epi.part): the largest weft_cu_gemv_part_floats over
+ * the planned Q4_0 weights (the layout whose 9..16-row products take the split-K form, mma_q4x.cu), 0 when
+ * none does or a forward has fewer than 9 rows, or in baseline mode (its products never read prepared
+ * activations). */
+static size_t mm_part_floats(const cu_backend *b, const mat_ref *mats, int n_mats) {
     size_t m = 0;
-    for (int i = 0; i < 8; i++) {
-        const size_t f = weft_cu_gemv_part_floats(shapes[i][0], shapes[i][1]);
+    if (b->baseline || b->max_rows < 9) return 0;
+    for (int i = 0; i < n_mats; i++) {
+        const weft_cu_weight *w = mats[i].w;
+        if (w->kind != WEFT_CU_Q4F || w->mode != WEFT_CU_OFF8) continue;
+        const size_t f = weft_cu_gemv_part_floats(w->rows, w->cols);
         m = f > m ? f : m;
     }
     return m;
@@ -366,7 +367,7 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
                 {(void **)&b->d_gsel, R * sizeof(int)},
                 {(void **)&b->d_ids, R * sizeof(int32_t)},
                 {(void **)&b->attn_scratch, attn_scratch_floats(b) * f},
-                {(void **)&b->mm_part, mm_part_floats(b) * f},
+                {(void **)&b->mm_part, b->mm_part_floats * f},
                 {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
                 {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
                 {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)},
@@ -374,7 +375,6 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     weft_status st;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
-    b->mm_part_floats = mm_part_floats(b);
     CU_TRY(cudaMemset(b->attn_counters, 0, attn_counters_bytes(b)), "attention counters");
     /* (on the legacy stream; the forwards' non-blocking stream does not wait for it) */
     CU_TRY(cudaDeviceSynchronize(), "zeroing the attention counters");
@@ -391,7 +391,7 @@ static size_t activation_bytes(const cu_backend *b) {
     const size_t R = (size_t)b->max_rows;
     return R * sizeof(float) * (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
            R * (sizeof(weft_cu_row) + 3 * sizeof(int)) +
-           (attn_scratch_floats(b) + mm_part_floats(b)) * sizeof(float) +
+           (attn_scratch_floats(b) + b->mm_part_floats) * sizeof(float) +
            R * (2 * (size_t)b->xq_k * sizeof(uint32_t) + 2 * (size_t)(b->xq_k / 32) * sizeof(float) +
                 sizeof(weft_cu_tile)) +
            attn_counters_bytes(b);
@@ -474,6 +474,7 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     size_t wbytes = 0;
     for (int i = 0; i < n_mats; i++) wbytes += mats[i].w->bytes;
     b->weights_bytes = wbytes;
+    b->mm_part_floats = mm_part_floats(b, mats, n_mats);
     b->act_bytes = activation_bytes(b);
     /* Admission (SPEC §4.6): weights + activations must fit before anything is uploaded. */
     size_t avail = device_free(b), need_bytes = wbytes + b->act_bytes;

@@ -43,7 +43,7 @@ typedef struct cu_backend {
     float *attn_scratch;   /* weft_cu_attention_scratch_floats(max_rows, Hq, d, max_context) */
     float *mm_part;        /* the 4-bit matmul's split-K slot sums (weft_cu_epi.part), mm_part_floats; like
                               attn_scratch, one set for the backend's one stream */
-    size_t mm_part_floats; /* the largest weft_cu_gemv_part_floats of the model's matmul shapes */
+    size_t mm_part_floats; /* backend.c's mm_part_floats: the planned Q4_0 weights' largest need (0: none) */
     int *attn_counters;    /* weft_cu_attention_decode's arrival counters, zero between launches (these and
                               attn_scratch assume the backend's one stream; a stream per slot would need a set
                               each) */
