@@ -302,6 +302,35 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     }
 }
 
+// For a launch of `kernel` with `threads` threads and smem bytes of dynamic shared memory: the kernel's limit
+// raised to the current device's maximum when smem needs more than the default, never lowered (launches of
+// different K share the kernel and may sit in different cached graphs, and a process may drive more than one
+// device), and in *slots the blocks resident on the device at once. cudaErrorNotSupported when smem exceeds
+// the device's maximum.
+template <class Kernel> cudaError_t resident_blocks(Kernel kernel, int threads, size_t smem, int64_t *slots) {
+    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    if (max_smem <= 0 || smem > (size_t)max_smem) return cudaErrorNotSupported;
+    if (smem > 48 * 1024) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+        if (e != cudaSuccess) return e;
+    }
+    int per_sm = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+    if (e != cudaSuccess) return e;
+    *slots = (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
+    return cudaSuccess;
+}
+
+// The grid's y extent from the tiles per worker: with run > 0 (equal runs, clamped to the weight), the blocks
+// of P workers that cover the tiles; with run == 0 (balanced ranges), `blocks` as chosen. False when the grid
+// (y at most 65,535) or the kernel's 32-bit tile arithmetic (tiles · workers < 2^31) cannot take it.
+static inline bool grid_blocks(int64_t tiles, int P, int64_t &run, int64_t &blocks) {
+    if (run > tiles) run = tiles;
+    if (run > 0) blocks = (tiles + run * P - 1) / (run * P);
+    return blocks <= 65535 && tiles * (blocks * P + 1) < ((int64_t)1 << 31);
+}
+
 template <int MODE, int SDT, int SB, int GPB, int RQ, int P>
 cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, cudaStream_t st) {
     using Sl = Slot<MODE, SDT, SB, GPB>;
@@ -316,28 +345,15 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_c
     const size_t smem = sizeof(float) * (size_t)P * 2 * (KW - 1) * RQ * 64 +
                         sizeof(uint32_t) * (size_t)P * KW * kRing * Sl::WORDS + rows_smem;
     auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB, RQ, P>;
-    // The limit is raised to the current device's maximum at every launch that needs more than the default,
-    // never lowered: launches of different K (different shared memory) share the kernel and may sit in
-    // different cached graphs, and a process may drive more than one device.
-    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    if (max_smem <= 0 || smem > (size_t)max_smem) return cudaErrorNotSupported;
-    if (smem > 48 * 1024) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-        if (e != cudaSuccess) return e;
-    }
+    int64_t slots = 0;
+    const cudaError_t e = resident_blocks(kernel, KW * P * 32, smem, &slots);
+    if (e != cudaSuccess) return e;
     // Tiles per group (the assignment of whole outputs to groups; no output's reduction depends on it): as
     // many blocks as fit on the device at once (shared by the row blocks). One row: equal runs of ⌈tiles /
     // slots⌉ (measured faster than ranges balanced over every slot, bench/NOTES.md session 13); several rows:
     // the kernel's balanced ranges (run 0). epi.gemv_run overrides both with equal runs (tests).
     int64_t run = epi.gemv_run, blocks = 1;
     if (run <= 0) {
-        int per_sm = 0;
-        const cudaError_t e =
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, KW * P * 32, smem);
-        if (e != cudaSuccess) return e;
-        const int64_t slots =
-            (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
         if (ONE_ROW) {
             run = (tiles + slots - 1) / slots;
         } else {
@@ -345,10 +361,7 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_c
             run = 0;
         }
     }
-    if (run > tiles) run = tiles;
-    if (run > 0) blocks = (tiles + run * P - 1) / (run * P);
-    // grid y (tests' short runs on a huge weight), and the kernel's 32-bit tile arithmetic
-    if (blocks > 65535 || tiles * (blocks * P + 1) >= ((int64_t)1 << 31)) return cudaErrorNotSupported;
+    if (!grid_blocks(tiles, P, run, blocks)) return cudaErrorNotSupported;
     return weft_pdl_launch(kernel, dim3((unsigned)rblocks, (unsigned)blocks), dim3(KW * P * 32), smem, st, d,
                            (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
 }
@@ -387,28 +400,17 @@ cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const wef
     const int mine = (nblk + KW - 1) / KW; // slot 0's K blocks (the most)
     const size_t smem = sizeof(uint32_t) * ((size_t)P * kRing * Sl::WORDS + (size_t)4 * RQ * mine * SB * 32);
     auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB, RQ, P, true>;
-    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    if (max_smem <= 0 || smem > (size_t)max_smem) return cudaErrorNotSupported;
-    if (smem > 48 * 1024) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-        if (e != cudaSuccess) return e;
-    }
+    int64_t slots = 0;
+    cudaError_t e = resident_blocks(kernel, P * 32, smem, &slots);
+    if (e != cudaSuccess) return e;
     int64_t run = epi.gemv_run, blocks = 1;
     if (run <= 0) {
-        int per_sm = 0;
-        const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, P * 32, smem);
-        if (e != cudaSuccess) return e;
-        const int64_t slots =
-            (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
         blocks = std::max<int64_t>(1, std::min<int64_t>(slots / KW, (tiles + P - 1) / P));
         run = 0;
     }
-    if (run > tiles) run = tiles;
-    if (run > 0) blocks = (tiles + run * P - 1) / (run * P);
-    if (blocks > 65535 || tiles * (blocks * P + 1) >= ((int64_t)1 << 31)) return cudaErrorNotSupported;
-    cudaError_t e = weft_pdl_launch(kernel, dim3((unsigned)KW, (unsigned)blocks), dim3(P * 32), smem, st, d,
-                                    (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
+    if (!grid_blocks(tiles, P, run, blocks)) return cudaErrorNotSupported;
+    e = weft_pdl_launch(kernel, dim3((unsigned)KW, (unsigned)blocks), dim3(P * 32), smem, st, d,
+                        (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
     if (e != cudaSuccess) return e;
     return weft_pdl_launch(gemv_fold_kernel<RQ>, dim3((unsigned)((tiles + 7) / 8)), dim3(256), 0, st, tiles,
                            KW, M, epi);
