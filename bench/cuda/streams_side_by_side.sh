@@ -3,7 +3,8 @@
 # streams (llama-bench tg128 @ d512, llama-batched-bench), on the Llama-3.1-8B shape and the Qwen3-8B shape
 # (bench/cuda/peer_gguf.py, Q4_0, random weights). llama.cpp is built here in the background from
 # carry/llamacpp-src.tar.xz (~5 min on 13 cores) while weft runs; carry/ as for side_by_side.sh (wefts.tar.xz or
-# weft.xz, libs.tar.xz, tok128k.json.xz). Run from the repository root: bash bench/cuda/streams_side_by_side.sh
+# weft.xz, libs.tar.xz, tok128k.json.xz; a test_cuda_backend in wefts.tar.xz runs while llama.cpp builds). Run
+# from the repository root: bash bench/cuda/streams_side_by_side.sh
 # (session 12, bench/RESULTS.md). Logs: $OUT/sbs.log.
 set -u
 O=${OUT:-/tmp/out}; mkdir -p "$O" /tmp/sbs; export OUT=
@@ -25,10 +26,13 @@ R weft_m_s64 90 $W $M $B --repeat 1 --streams 64
 R weft_q_s4 60 $W $Q $B --repeat 2 --streams 4
 R weft_q_s16 90 $W $Q $B --repeat 2 --streams 16
 R weft_q_s64 90 $W $Q $B --repeat 1 --streams 64
+# while llama.cpp builds: test_cuda_backend (every fixture, the exactness checks, the 8B chunk cuts) if carried
+[ -x /tmp/w/test_cuda_backend ] && R test 240 /tmp/w/test_cuda_backend $M
 while [ ! -f $LC/built ] && [ $((SECONDS - T0)) -lt 420 ]; do sleep 5; done
 echo "[$((SECONDS - T0))s] llama.cpp built: $([ -f $LC/built ] && echo yes || tail -3 /tmp/sbs/lcpp_build.log)"
 export LD_LIBRARY_PATH=$LC/build/bin:$LD_LIBRARY_PATH; LB=$LC/build/bin
-R lcpp_m_tg 60 $LB/llama-bench -m $M -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
-R lcpp_q_tg 60 $LB/llama-bench -m $Q -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
+# most important first (the call may run out of its 10 minutes): streams, then batch-1 decode, then Qwen3
 R lcpp_m_bb 100 $LB/llama-batched-bench -m $M -c 42000 -b 2048 -ub 512 -npp 512 -ntg 128 -npl 1,4,16,64 -fa on
+R lcpp_m_tg 60 $LB/llama-bench -m $M -fa 1 -p 0 -n 128 -d 512 -r 3 -o md
 R lcpp_q_bb 60 $LB/llama-batched-bench -m $Q -c 12000 -b 2048 -ub 512 -npp 512 -ntg 128 -npl 1,4,16 -fa on
+R lcpp_q_tg 60 $LB/llama-bench -m $Q -fa 1 -p 0 -n 128 -d 512 -r 3 -o md

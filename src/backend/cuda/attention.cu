@@ -15,6 +15,7 @@
 // operations in the same order, so the bits are the same.
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
+#include "cp_async.cuh"
 #include "pdl.cuh"
 
 #include <math.h>
@@ -73,12 +74,20 @@ __global__ void __launch_bounds__(32 * SPAN)
                      int Hkv, int d, int layer, float scale, float *scratch, int max_spans, int NBC,
                      int nbrow) {
     extern __shared__ __align__(16) uint32_t smw[];
-    weft_pdl_enter();
     const int r = blockIdx.x, j = blockIdx.y, span = blockIdx.z, t = threadIdx.x, w = t >> 5;
     const int T = blockDim.x, nw = T >> 5;
     const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4;
-    const weft_cu_row row = rows[r];
+    const weft_cu_row row = rows[r]; // copied in before the forward's first kernel: readable before the wait
     const int nkeys = row.pos + 1, k0 = span * NBC * KB;
+    const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
+    const float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
+    // Whole-span mode: before the PDL wait, each lane asks L2 for its key row of K in its warp's key block,
+    // so the first k steps' loads (one round trip each) find it there. A hint only: nothing is read into
+    // registers or shared memory, so nothing the predecessor writes can be stale (bench/NOTES.md session 14:
+    // 16 rows x 600 positions 55.8 -> 51.1 us per layer, 16 streams +2.5%, 64 streams +4.6%).
+    if (NBC != 1 && k0 + w * KB + (t & 31) < nkeys)
+        prefetch_l2(Kc + (size_t)(k0 + w * KB + (t & 31)) * kvd, (uint32_t)d * 4u);
+    weft_pdl_enter();
     if (k0 >= nkeys) return;
     const int NG4 = (NBC * G + 3) & ~3;
     uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
@@ -86,8 +95,6 @@ __global__ void __launch_bounds__(32 * SPAN)
     float *ob = reinterpret_cast<float *>(kh + (NBC == 1 ? attn_kv_words(d) : 0)), *mb = ob + NBC * Gd,
           *lb = mb + NG4;
     const size_t qoff = ((size_t)r * Hq + (size_t)j * G) * d;
-    const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
-    const float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
     const auto q_row = [&](int g) -> const float * { return g < G ? Q + qoff + g * d : nullptr; };
     const int nb = min(NBC, (nkeys - k0 + KB - 1) / KB);
     const int pos[2] = {row.pos, row.pos}; // padded rows (heads past G) are computed and never stored

@@ -38,4 +38,16 @@ template <int N> __device__ __forceinline__ void cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// Asks for BYTES (a multiple of 16, src 16-byte aligned) of global memory to be brought into L2 without
+// holding a register or a shared-memory byte: one bulk prefetch on sm_90, a line prefetch per 128 bytes
+// before. A hint only; the data is read later by ordinary loads, so results never depend on it.
+__device__ __forceinline__ void prefetch_l2(const void *src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#else
+    for (uint32_t o = 0; o < bytes; o += 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char *>(src) + o));
+#endif
+}
+
 #endif
