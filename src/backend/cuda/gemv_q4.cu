@@ -273,13 +273,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
             continue;
         }
         float *rb = sums + buf * (KW - 1) * RQ * 64;
-        if (ws > 0) {
-#pragma unroll
-            for (int q = 0; q < RQ; q++) {
-                rb[((ws - 1) * RQ + q) * 64 + lane] = acc[q][0];
-                rb[((ws - 1) * RQ + q) * 64 + 32 + lane] = acc[q][1];
-            }
-        }
+        if (ws > 0) q4_put_sums<RQ>(rb, ws, acc, lane);
         group_sync<P>(p, KW * 32);
         if (ws == 0) {
 #pragma unroll

@@ -140,13 +140,7 @@ __global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
         }
     }
     // The warps' sums meet in order ((w0 + w1) + w2) + ..., then the epilogue.
-    if (warp > 0) {
-#pragma unroll
-        for (int q = 0; q < RQ; q++) {
-            red[((warp - 1) * RQ + q) * 64 + lane] = acc[q][0];
-            red[((warp - 1) * RQ + q) * 64 + 32 + lane] = acc[q][1];
-        }
-    }
+    if (warp > 0) q4_put_sums<RQ>(red, warp, acc, lane);
     __syncthreads();
     if (warp != 0) return;
 #pragma unroll

@@ -302,6 +302,20 @@ __device__ __forceinline__ void q4_stage_rest() {
     __syncwarp();
 }
 
+// The warps' sums of a tile meet in order ((w0 + w1) + w2) + ...: warp ws > 0 of the KW warps that split the
+// tile's K blocks stores its RQ quads' two sums per lane in buf ([KW − 1][RQ][64], lane-major); after a
+// barrier warp 0 adds buf[((w − 1)·RQ + q)·64 + lane (+ 32)] to its own for w = 1 .. KW − 1 in turn (written
+// at each caller: as a helper, that loop changed ptxas's schedule of gemv_q4.cu's several-row kernels, which
+// could not be re-timed).
+template <int RQ>
+__device__ __forceinline__ void q4_put_sums(float *buf, int ws, const float (&acc)[RQ][2], int lane) {
+#pragma unroll
+    for (int q = 0; q < RQ; q++) {
+        buf[((ws - 1) * RQ + q) * 64 + lane] = acc[q][0];
+        buf[((ws - 1) * RQ + q) * 64 + 32 + lane] = acc[q][1];
+    }
+}
+
 // Output of one lane after the warps' sums: v0, v1 = the dot products of weight rows 16·tile + g and 16·tile
 // + g + 8 with activation row i, into epi (cuda_kernels.h's weft_cu_epi). All 32 lanes of the warp call it
 // with the same tile (SwiGLU's prepared words are gathered by shuffles); rows i >= M write nothing.
