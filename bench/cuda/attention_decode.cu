@@ -99,7 +99,9 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
     int *counters = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
     CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
-    const weft_cu_xq xa{A.xf, A.xs, qd}, xb{B.xf, B.xs, qd};
+    // rows at an odd first position write bf16 buffers (weft_cu_xq.bf16: --activations bf16), the others fp32
+    const int bf16 = pos[0] & 1;
+    const weft_cu_xq xa{A.xf, A.xs, qd, bf16}, xb{B.xf, B.xs, qd, bf16};
     std::vector<float> nqw(c.d), nkw(c.d);
     for (auto &x : nqw) x = 0.5f + rng.uniform();
     for (auto &x : nkw) x = 0.5f + rng.uniform();
@@ -187,7 +189,7 @@ void check_refusals() {
     int *counters = nullptr;
     CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
     CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
-    const weft_cu_xq xb{B.xf, B.xs, (int64_t)c.Hq * c.d};
+    const weft_cu_xq xb{B.xf, B.xs, (int64_t)c.Hq * c.d, 0};
     // One call with the case's defaults (one row at position 10, no xq, no norms) and the named changes.
     struct Call {
         int n = 1, max_pos = 10, max_context;
@@ -235,7 +237,7 @@ void time_stage(int pos, int n = 1) {
     int *counters = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
     CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
-    const weft_cu_xq xb{B.xf, B.xs, qd};
+    const weft_cu_xq xb{B.xf, B.xs, qd, 0};
     constexpr int N = 32; // launches per timed run (a model's layers)
     const double sep = time_ms([&] {
         for (int i = 0; i < N; i++) {

@@ -230,7 +230,7 @@ void run_shape(int64_t N, int64_t K, bool timing) {
            (long long)N, (long long)K, bad_y, (long long)N);
 
     // precision against fp64, and today's kernel on the same weights
-    const weft_cu_xq xq{dxf, dxs, K};
+    const weft_cu_xq xq{dxf, dxs, K, 0};
     CK(weft_cu_xq_prep(dx, K, 1, &xq, 0));
     const weft_cu_epi e2 = weft_cu_epi_store(dy2, N, nullptr, 0, N);
     CK(weft_cu_matmul_q4x(&m.w, &xq, 1, &e2, 0));

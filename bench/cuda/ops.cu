@@ -184,7 +184,7 @@ void check_rmsnorm_xq(int n, int rows) {
     float *dx = dev_upload(x), *dw = dev_upload(w), *dy = nullptr, *dy2 = nullptr;
     CK(cudaMalloc(&dy, x.size() * sizeof(float)));
     CK(cudaMalloc(&dy2, x.size() * sizeof(float)));
-    weft_cu_xq a{nullptr, nullptr, n}, b{nullptr, nullptr, n};
+    weft_cu_xq a{nullptr, nullptr, n, 0}, b{nullptr, nullptr, n, 0};
     for (weft_cu_xq *q : {&a, &b}) {
         CK(cudaMalloc(&q->f, (size_t)rows * n * sizeof(uint32_t)));
         CK(cudaMalloc(&q->s, (size_t)rows * (n / 32) * sizeof(float)));

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct bench_run {
     weft_backend *be;
@@ -123,7 +124,7 @@ int cmd_bench(const cli_options *o) {
     if (chunk > np) chunk = np;
     weft_err err = {0};
     weft_backend be = {0};
-    weft_backend_opts bo = {o->backend, cli_threads(o), N, chunk > N ? chunk : N, np + ng};
+    weft_backend_opts bo = {o->backend, cli_threads(o), N, chunk > N ? chunk : N, np + ng, o->activations, o->device};
     weft_backend_plan plan;
     weft_status bst = weft_model_backend_plan(m, &bo, &be, &plan, &err);
     if (bst) {
@@ -152,7 +153,9 @@ int cmd_bench(const cli_options *o) {
         if (N > 1) printf(" %d streams, aggregate decode tok/s |", N);
         printf("\n|---|---|---|---|---|%s\n", N > 1 ? "---|" : "");
         /* With --gen-len 1 there is no decode step to time: "-", not a rate of 0. */
-        printf("| %s | %s | %s | %.1f |", m->id, m->quant, be.ops->name, best[0]);
+        const bool bf16 = o->activations && !strcmp(o->activations, "bf16"); /* (only cuda takes it) */
+        printf("| %s | %s | %s%s | %.1f |", m->id, m->quant, be.ops->name, bf16 ? " (bf16 activations)" : "",
+               best[0]);
         print_rate(ng, best[1]);
         if (N > 1) print_rate(ng, best[2]);
         printf("\n");

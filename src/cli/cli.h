@@ -22,6 +22,7 @@ typedef struct cli_options {
     int n_api_keys;
     const char *api_key_file;
     const char *backend;
+    const char *activations;
     int device;
     int threads;
     int context;

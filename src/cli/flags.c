@@ -22,6 +22,9 @@ const cli_flag weft_cli_flags[] = {
     {"--api-key-file", FLAG_STRING, SRV, OFF(api_key_file), 0, "",
      "file of API keys, one per line (mode 0600)"},
     {"--backend", FLAG_STRING, SRV | RUN | CMD_BENCH, OFF(backend), 0, "auto", "auto|cpu|cuda"},
+    {"--activations", FLAG_STRING, SRV | RUN | CMD_BENCH, OFF(activations), 0, "fp32",
+     "fp32|bf16: CUDA 4-bit products on fp32 activations (a bf16 hi/lo pair) or on bf16-rounded ones (faster "
+     "many-row products; replies within bf16 tolerance, every exactness invariant kept)"},
     {"--device", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(device), 0, "0", "GPU index"},
     {"--threads", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(threads), 0, "all cores", "CPU threads"},
     {"--context", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(context), 0, "model's trained context",
@@ -73,6 +76,7 @@ void cli_defaults(cli_options *o) {
     o->host = "127.0.0.1";
     o->port = 8080;
     o->backend = "auto";
+    o->activations = "fp32";
     o->parallel = "auto";
     o->max_queue = 256;
     o->seed_salt = "0";

@@ -232,7 +232,7 @@ int cmd_run(const cli_options *o) {
     }
     int rows = o->chunk > 0 ? o->chunk : 256; /* prefill rows per forward, at most the context */
     if (rows > ctx) rows = ctx;
-    weft_backend_opts bo = {o->backend, cli_threads(o), 1, rows, ctx};
+    weft_backend_opts bo = {o->backend, cli_threads(o), 1, rows, ctx, o->activations, o->device};
     weft_backend_plan plan;
     if (weft_model_backend_plan(m, &bo, &be, &plan, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);

@@ -527,6 +527,11 @@ weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set 
     /* WEFT_CUDA_BASELINE (non-empty): session 2's kernels and no fused matrices, for side-by-side timing. */
     const char *base = getenv("WEFT_CUDA_BASELINE");
     b->baseline = base && *base && strcmp(base, "0") != 0;
+    b->act_bf16 = opts->act_bf16;
+    if (b->baseline && b->act_bf16) { /* the baseline's fp32-x products have no bf16 form */
+        free(b);
+        return weft_err_set(err, WEFT_ENOTSUP, "cuda: WEFT_CUDA_BASELINE cannot run --activations bf16");
+    }
     const char *twice = getenv("WEFT_CUDA_TIMING_TWICE");
     b->twice = twice ? (unsigned)strtoul(twice, NULL, 0) : 0;
     if ((b->twice & WEFT_CU_T_EVENTS) &&

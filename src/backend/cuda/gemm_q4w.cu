@@ -16,6 +16,13 @@
 // after wgmma.wait_group, and K blocks are walked slot by slot (slot_walk.h) with gemm_q4.cu's acc / tot
 // sums.
 //
+// bf16 activations (weft_cu_xq.bf16, the H1 instances): every lo word is 0, so the lo columns' sums are
+// zeros and hi + lo = hi exactly (an exactly zero hi sum may be −0 where hi + lo gives +0: the fold's
+// fmaf(s, ±0, acc) is acc either way, since acc starts at +0.0 and an fp32 sum that starts at +0.0 never
+// becomes −0 under round-to-nearest). B then holds only the hi words, column n = activation row n, and each
+// step is one m64n64k16 — half the tensor work per output — whose accumulators are outputs: the fold is
+// fmaf(s, d, acc) per output, the same value q4_fold gives the hi/lo kernels from the same buffer.
+//
 // Block: 3 warpgroups. The producer (warpgroup 2) copies each K block's prepared words with cp.async and
 // transposes them into a 3-stage ring of B tiles, handing stages over with named barriers (FULL / EMPTY).
 // The consumers (warpgroups 0, 1) own weight tiles 4v .. 4v + 3 (warp w: tile 4v + w), keep their weight
@@ -30,8 +37,7 @@
 
 namespace {
 
-constexpr int WR = 64;     // activation rows per block (N = 128 columns)
-constexpr int NQ = WR / 4; // n8 column blocks = activation quads
+constexpr int WR = 64; // activation rows per block (N = 128 columns: hi and lo; N = 64 for H1)
 constexpr int NCONS = 256; // consumer threads: 2 warpgroups, warpgroup v computes weight tiles 4v .. 4v + 3
 constexpr int NPROD = 128; // producer threads: 1 warpgroup, stages the activations
 constexpr int WTHREADS = NCONS + NPROD;
@@ -41,13 +47,23 @@ constexpr int NS = 3;     // stages of B in the ring
 // arrives, the consumers wait); EMPTY + s: the consumers are done with stage s.
 [[maybe_unused]] constexpr int BAR_FULL = 1, BAR_EMPTY = BAR_FULL + NS;
 
-template <int SB> struct alignas(16) WSmem {
-    uint32_t b[NS][2 * SB][NQ][2][8][4]; // the ring: [step 2j + s][quad][k half][core row][word t]
-    float xs[NS][WR][SB];                // the stage's 32-element sums (AFFINE)
-    uint32_t raw[2][WR][32 * SB + 4];    // the producer's copies (weft_cu_xq order; rows padded by 16 bytes:
-                                         // the transpose's loads hit distinct banks)
-    float rxs[2][WR][SB];                // and of the sums
-    float tot[2 * NQ][NCONS];            // each consumer thread's running total over the slots
+// The shape of B and of the accumulators: hi and lo (H1 false: column n = part n % 2 of activation row n / 2,
+// n8 column block = an activation quad) or hi only (H1: column n = activation row n).
+template <bool H1> struct WShape {
+    static constexpr int NB8 = H1 ? WR / 8 : WR / 4; // n8 column blocks of B
+    static constexpr int ND = 4 * NB8;                // accumulators per thread and set
+    static constexpr int NOUT = WR / 2;               // outputs per thread: 2 weight rows x 16 activation rows
+    static constexpr int PW = H1 ? 16 : 32;           // words of a sub-block the producer copies per row
+};
+
+template <int SB, bool H1> struct alignas(16) WSmem {
+    using Sh = WShape<H1>;
+    uint32_t b[NS][2 * SB][Sh::NB8][2][8][4]; // the ring: [step 2j + s][n8 block][k half][core row][word t]
+    float xs[NS][WR][SB];                     // the stage's 32-element sums (AFFINE)
+    uint32_t raw[2][WR][Sh::PW * SB + 4];     // the producer's copies (weft_cu_xq order; rows padded by 16
+                                              // bytes: the transpose's loads hit distinct banks)
+    float rxs[2][WR][SB];                     // and of the sums
+    float tot[Sh::NOUT][NCONS];               // each consumer thread's running total over the slots
 };
 
 __device__ __forceinline__ __attribute__((unused)) void bar_sync(int id, int n) {
@@ -58,54 +74,59 @@ __device__ __forceinline__ __attribute__((unused)) void bar_arrive(int id, int n
 }
 
 // A producer thread's share of one K block, fixed for the whole kernel (only the K block's offset, the raw
-// buffer and the stage change). Thread p owns part pp = p % 2 of activation row R = p / 2: per sub-block j it
-// copies that part's 16 words (lane t's 4 at 4t; zeros past M), and the 32-element sums of row p (AFFINE,
-// p < 64), then transposes them into the wgmma order — 4 core-matrix rows per sub-block (step s, k half kk:
-// words 2s + kk of t = 0..3). It reads back only what it copied itself, so waiting for its own copies is
-// enough. Every address is a base plus a constant. Banks: 8 consecutive threads' loads and copies cover 8
-// distinct 16-byte bank groups (rows padded by 16 bytes), their stores one 128-byte line.
-template <int MODE, int SB> struct WProd {
-    static_assert(SB == 4 && NPROD == 2 * WR, "thread p owns part p % 2 of row p / 2");
-    const uint32_t *x; // the part's first word at K block 0
+// buffer and the stage change). Hi and lo: thread p owns part pp = p % 2 of activation row R = p / 2 and
+// every sub-block j; H1: thread p owns the hi part of row R = p % 64 in sub-blocks j = 2·(p / 64) and the
+// next. Per sub-block it copies the part's 16 words (lane t's 4 at 4t; zeros past M), and the 32-element sums
+// of row p (AFFINE, p < 64), then transposes them into the wgmma order — 4 core-matrix rows per sub-block
+// (step s, k half kk: words 2s + kk of t = 0..3). It reads back only what it copied itself, so waiting for
+// its own copies is enough. Every address is a base plus a constant. Banks: 8 consecutive threads' loads and
+// copies cover 8 distinct 16-byte bank groups (rows padded by 16 bytes), their stores one 128-byte line.
+template <int MODE, int SB, bool H1> struct WProd {
+    static_assert(SB == 4 && NPROD == 2 * WR, "the thread-to-part map above");
+    using Sh = WShape<H1>;
+    static constexpr int NJ = H1 ? SB / 2 : SB; // sub-blocks per thread
+    const uint32_t *x;                          // the part's first word at K block 0 (sub-block j0)
     const float *xs;
-    uint32_t raw0, rxs0, b0, xs0; // shared addresses: raw[0][R][16·pp], rxs[0][p], xs[0][p],
-                                  // b[0][0][R / 4][0][2·(R % 4) + pp]
+    uint32_t raw0, rxs0, b0, xs0; // shared addresses: raw[0][R][PW·j0 + 16·pp], rxs[0][p], xs[0][p], b[0][2·j0]
+                                  // [n8 block of R][0][core row of R]
     bool ok, xs_ok;
-    static constexpr uint32_t RAW_BUF = sizeof(uint32_t) * WR * (32 * SB + 4),
-                              B_STAGE = sizeof(uint32_t) * 2 * SB * NQ * 64,
-                              B_STEP = sizeof(uint32_t) * NQ * 64, XS_BUF = sizeof(float) * WR * SB;
-    __device__ __forceinline__ WProd(WSmem<SB> &S, const uint32_t *XF, const float *XS, int M, int64_t nsub,
-                                     int row0, int p) {
-        const int R = p >> 1, pp = p & 1;
+    static constexpr uint32_t RAW_BUF = sizeof(uint32_t) * WR * (Sh::PW * SB + 4),
+                              B_STEP = sizeof(uint32_t) * Sh::NB8 * 64, B_STAGE = 2 * SB * B_STEP,
+                              XS_BUF = sizeof(float) * WR * SB;
+    __device__ __forceinline__ WProd(WSmem<SB, H1> &S, const uint32_t *XF, const float *XS, int M,
+                                     int64_t nsub, int row0, int p) {
+        const int R = H1 ? p % WR : p >> 1, pp = H1 ? 0 : p & 1, j0 = H1 ? NJ * (p / WR) : 0;
         ok = row0 + R < M;
-        x = XF + (ok ? (int64_t)(row0 + R) * nsub * 32 + 16 * pp : 0);
+        x = XF + (ok ? (int64_t)(row0 + R) * nsub * 32 + 32 * j0 + 16 * pp : 0);
         xs_ok = p < WR && row0 + p < M;
         xs = XS + (xs_ok ? (int64_t)(row0 + p) * nsub : 0);
-        raw0 = smem_addr(&S.raw[0][R][16 * pp]);
+        raw0 = smem_addr(&S.raw[0][R][Sh::PW * j0 + 16 * pp]);
         rxs0 = smem_addr(&S.rxs[0][p < WR ? p : 0][0]);
-        b0 = smem_addr(&S.b[0][0][R / 4][0][2 * (R % 4) + pp][0]);
+        b0 = H1 ? smem_addr(&S.b[0][2 * j0][R / 8][0][R % 8][0])
+                : smem_addr(&S.b[0][0][R / 4][0][2 * (R % 4) + pp][0]);
         xs0 = smem_addr(&S.xs[0][p < WR ? p : 0][0]);
     }
     __device__ __forceinline__ void copy(int rb, int kb, int p) const {
         const uint32_t *src = x + (ok ? (int64_t)kb * SB * 32 : 0);
         const uint32_t dst = raw0 + rb * RAW_BUF;
 #pragma unroll
-        for (int j = 0; j < SB; j++)
+        for (int j = 0; j < NJ; j++)
 #pragma unroll
-            for (int t = 0; t < 4; t++) cp_async16_s(dst + 4 * (32 * j + 4 * t), src + 32 * j + 4 * t, ok);
+            for (int t = 0; t < 4; t++)
+                cp_async16_s(dst + 4 * (Sh::PW * j + 4 * t), src + 32 * j + 4 * t, ok);
         if (MODE == WEFT_CU_AFFINE && p < WR)
             cp_async16_s(rxs0 + rb * XS_BUF, xs + (xs_ok ? kb * SB : 0), xs_ok);
     }
     __device__ __forceinline__ void transpose(int rb, int st, int p) const {
         const uint32_t src = raw0 + rb * RAW_BUF, dst = b0 + st * B_STAGE;
 #pragma unroll
-        for (int j = 0; j < SB; j++) {
+        for (int j = 0; j < NJ; j++) {
             uint32_t v[4][4];
 #pragma unroll
             for (int t = 0; t < 4; t++)
                 asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                              : "=r"(v[t][0]), "=r"(v[t][1]), "=r"(v[t][2]), "=r"(v[t][3])
-                             : "r"(src + 4 * (32 * j + 4 * t)));
+                             : "r"(src + 4 * (Sh::PW * j + 4 * t)));
 #pragma unroll
             for (int w = 0; w < 4; w++) // word w = 2s + kk -> step 2j + s, k half kk
                 asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + (2 * j + w / 2) * B_STEP +
@@ -134,8 +155,8 @@ struct WPend {
 
 // The producer warpgroup: K block i of the walk is copied (cp.async, one block ahead), transposed into stage
 // i % NS once the consumers have released it, and handed over (FULL).
-template <int MODE, int SB>
-__device__ __forceinline__ void w_producer(WSmem<SB> &S, const uint32_t *XF, const float *XS, int M, int KW,
+template <int MODE, int SB, bool H1>
+__device__ __forceinline__ void w_producer(WSmem<SB, H1> &S, const uint32_t *XF, const float *XS, int M, int KW,
                                            int nblk, int row0, int64_t nsub, int p) {
     const weft_slot_walk sw = weft_slot_walk_make(0, 1, KW, nblk, KW);
     int lj = 0, lk = 0;
@@ -144,7 +165,7 @@ __device__ __forceinline__ void w_producer(WSmem<SB> &S, const uint32_t *XF, con
         weft_slot_walk_next(&sw, &lj, &lk);
         return kb;
     };
-    const WProd<MODE, SB> pr(S, XF, XS, M, nsub, row0, p);
+    const WProd<MODE, SB, H1> pr(S, XF, XS, M, nsub, row0, p);
     pr.copy(0, load_kb(), p);
     cp_commit();
 #pragma unroll 1
@@ -164,7 +185,7 @@ __device__ __forceinline__ void w_producer(WSmem<SB> &S, const uint32_t *XF, con
     }
 }
 
-template <int MODE, int SDT, int SB, int GPB>
+template <int MODE, int SDT, int SB, int GPB, bool H1>
 __global__ void __launch_bounds__(WTHREADS, 1)
     gemm_q4w_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                     weft_cu_epi epi) {
@@ -172,13 +193,15 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     constexpr int SPB = SB / GPB;
     static_assert(GPB % 2 == 0, "groups alternate between two accumulator sets");
     extern __shared__ __align__(16) unsigned char wsm[];
-    WSmem<SB> &S = *reinterpret_cast<WSmem<SB> *>(wsm);
+    using Sh = WShape<H1>;
+    constexpr int ND = Sh::ND, NOUT = Sh::NOUT;
+    WSmem<SB, H1> &S = *reinterpret_cast<WSmem<SB, H1> *>(wsm);
     const int64_t nsub = w.cols / 32;
     const int row0 = blockIdx.y * WR, nblk = (int)(w.cols / (32 * SB));
     if (threadIdx.x >= NCONS) { // the producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
         weft_pdl_enter();
-        w_producer<MODE, SB>(S, XF, XS, M, KW, nblk, row0, nsub, threadIdx.x - NCONS);
+        w_producer<MODE, SB, H1>(S, XF, XS, M, KW, nblk, row0, nsub, threadIdx.x - NCONS);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
@@ -195,44 +218,62 @@ __global__ void __launch_bounds__(WTHREADS, 1)
 
     // Two accumulator sets: group G's wgmma runs in set G % 2 while group G − 1's sums (the other set) are
     // folded on the CUDA cores (session 9: one set waited for every group's wgmma before its fold).
-    float D0[4 * NQ], D1[4 * NQ], acc[NQ][2];
+    // acc: hi and lo: acc[2q + h] = weight row g + 8h x activation row 4q + t; H1: acc[4q + 2h + c] = weight
+    // row g + 8h x activation row 8q + 2t + c (the accumulator's own place).
+    float D0[ND], D1[ND], acc[NOUT];
 #pragma unroll
-    for (int q = 0; q < NQ; q++) acc[q][0] = acc[q][1] = 0.0f;
+    for (int e = 0; e < NOUT; e++) acc[e] = 0.0f;
     WPend pend = {0.0f, 0.0f, 0.0f, 0.0f, 0, 0, false};
     bool pending = false;
     int slot = 0;
 
     // The fold of the pending group from its accumulators D (landed: the caller waited).
-    auto fold = [&](float(&D)[4 * NQ]) {
+    // The group's 32-element sums of activation row a (AFFINE).
+    auto group_sx = [&](int a) {
+        float sx = 0.0f;
+        if (MODE == WEFT_CU_AFFINE) {
 #pragma unroll
-        for (int e = 0; e < 4 * NQ; e++) wgmma_pin(D[e]); // no read of D before the wait
-#pragma unroll
-        for (int q = 0; q < NQ; q++) {
-            float sx = 0.0f;
-            if (MODE == WEFT_CU_AFFINE) {
-#pragma unroll
-                for (int js = 0; js < SPB; js++) {
-                    const float ls = S.xs[pend.st][4 * q + t][pend.gi * SPB + js];
-                    sx = js == 0 ? ls : __fadd_rn(sx, ls);
-                }
+            for (int js = 0; js < SPB; js++) {
+                const float ls = S.xs[pend.st][a][pend.gi * SPB + js];
+                sx = js == 0 ? ls : __fadd_rn(sx, ls);
             }
-            q4_fold<MODE>(acc[q], &D[4 * q], pend.s0, pend.s1, pend.b0, pend.b1, sx);
+        }
+        return sx;
+    };
+    auto fold = [&](float(&D)[ND]) {
+#pragma unroll
+        for (int e = 0; e < ND; e++) wgmma_pin(D[e]); // no read of D before the wait
+#pragma unroll
+        for (int q = 0; q < Sh::NB8; q++) {
+            if constexpr (H1) { // q4_fold's expressions with hi + lo = d (the header)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const float sx = group_sx(8 * q + 2 * t + c);
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        float &a = acc[4 * q + 2 * h + c];
+                        const float sc = h ? pend.s1 : pend.s0, bc = h ? pend.b1 : pend.b0;
+                        a = MODE == WEFT_CU_AFFINE ? fmaf(sc, D[4 * q + 2 * h + c], fmaf(bc, sx, a))
+                                                   : fmaf(sc, D[4 * q + 2 * h + c], a);
+                    }
+                }
+            } else {
+                q4_fold<MODE>(&acc[2 * q], &D[4 * q], pend.s0, pend.s1, pend.b0, pend.b1, group_sx(4 * q + t));
+            }
         }
         if (pend.slot_end) { // the slot's sum joins the total (the first slot's sum is the total)
 #pragma unroll
-            for (int q = 0; q < NQ; q++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    float &tq = S.tot[2 * q + h][tid];
-                    tq = slot == 0 ? acc[q][h] : __fadd_rn(tq, acc[q][h]);
-                    acc[q][h] = 0.0f;
-                }
+            for (int e = 0; e < NOUT; e++) {
+                float &tq = S.tot[e][tid];
+                tq = slot == 0 ? acc[e] : __fadd_rn(tq, acc[e]);
+                acc[e] = 0.0f;
+            }
             slot++;
         }
     };
     // Group gi of the K block in stage st: decode its A, issue its wgmma into D, then fold the pending group
     // from Dp once it has landed; the group becomes the pending one.
-    auto group = [&](int gi, int st, bool blk_slot_end, float(&D)[4 * NQ], float(&Dp)[4 * NQ]) {
+    auto group = [&](int gi, int st, bool blk_slot_end, float(&D)[ND], float(&Dp)[ND]) {
         uint32_t P[SPB][2][4];
 #pragma unroll
         for (int js = 0; js < SPB; js++) {
@@ -254,10 +295,15 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         for (int js = 0; js < SPB; js++) {
             const int j = gi * SPB + js;
 #pragma unroll
-            for (int s = 0; s < 2; s++) // the group's first step starts from zero (scale-d = 0)
-                wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
-                                 P[js][1][2 * s + 1], wgmma_desc(&S.b[st][2 * j + s][0][0][0][0], 128, 256),
-                                 js + s > 0);
+            for (int s = 0; s < 2; s++) { // the group's first step starts from zero (scale-d = 0)
+                const uint64_t desc = wgmma_desc(&S.b[st][2 * j + s][0][0][0][0], 128, 256);
+                if constexpr (H1)
+                    wgmma_m64n64k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                    P[js][1][2 * s + 1], desc, js + s > 0);
+                else
+                    wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                     P[js][1][2 * s + 1], desc, js + s > 0);
+            }
         }
         wgmma_commit();
         wgmma_wait<1>(); // the pending group (the other set) has landed
@@ -304,27 +350,43 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     }
     for (; slot < KW; slot++) // slots without blocks add their zero sums (mma_q4x.cu's idle warps)
 #pragma unroll
-        for (int e = 0; e < 2 * NQ; e++) S.tot[e][tid] = __fadd_rn(S.tot[e][tid], 0.0f);
+        for (int e = 0; e < NOUT; e++) S.tot[e][tid] = __fadd_rn(S.tot[e][tid], 0.0f);
     if (!live) return;
 #pragma unroll
-    for (int q = 0; q < NQ; q++)
-        q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, S.tot[2 * q][tid], S.tot[2 * q + 1][tid]);
+    for (int q = 0; q < Sh::NB8; q++) {
+        if constexpr (H1) {
+#pragma unroll
+            for (int c = 0; c < 2; c++)
+                q4_epi_store(epi, tile, row0 + 8 * q + 2 * t + c, M, g, t, S.tot[4 * q + c][tid],
+                             S.tot[4 * q + 2 + c][tid]);
+        } else {
+            q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, S.tot[2 * q][tid], S.tot[2 * q + 1][tid]);
+        }
+    }
 #else
     (void)w, (void)XF, (void)XS, (void)M, (void)KW, (void)epi;
     __trap(); // launched only after the host checked for compute capability 9.0
 #endif
 }
 
-template <int MODE, int SDT, int SB, int GPB>
-cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
-                     cudaStream_t st) {
-    auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB>;
-    const size_t smem = sizeof(WSmem<SB>);
+template <int MODE, int SDT, int SB, int GPB, bool H1>
+cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
+                       cudaStream_t st) {
+    auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1>;
+    const size_t smem = sizeof(WSmem<SB, H1>);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const dim3 grid((unsigned)((d.rows / 16 + WTILES - 1) / WTILES), (unsigned)((M + WR - 1) / WR));
     return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
                            (const float *)xq->s, M, KW, epi);
+}
+
+// The hi-only instance for a bf16 buffer (the header), else the hi/lo one.
+template <int MODE, int SDT, int SB, int GPB>
+cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
+                     cudaStream_t st) {
+    return xq->bf16 ? w_launch_v<MODE, SDT, SB, GPB, true>(d, xq, M, epi, KW, st)
+                    : w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, st);
 }
 
 } // namespace

@@ -120,18 +120,27 @@ static inline bool q4x_args_ok(const weft_cu_weight *w, const weft_cu_xq *xq, co
            !(epi->mode == WEFT_CU_EPI_SWIGLU && (epi->accumulate || epi->bias[0]));
 }
 
+// x rounded to bf16 (nearest even) and back: the value a bf16 activation buffer holds (weft_cu_xq.bf16).
+__device__ __forceinline__ float q4_bf16_round(float x) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+
 // One lane's share of a 32-element sub-block for the prepared-activation layout (weft_cu_xq): v = elements
 // 8t .. 8t+7 of the sub-block (t = lane % 4; the sub-block's four lanes are consecutive). Writes the lane's
 // hi and lo words (word j = the pair (v[j], v[j + 4])) to F (16 u32 per part: hi at F[4t..4t+3], lo at
 // F[16 + 4t ..]) when ok, and returns the sub-block's sum ((a0 + a1) + (a2 + a3)), a_t = v[0] + ... + v[7]
-// left to right — the same value in all four lanes. All 32 lanes of the warp must call it (shuffles).
-__device__ __forceinline__ float q4_prep_chunk(const float v[8], uint32_t *F, int t, bool ok) {
+// left to right — the same value in all four lanes. bf16 (a bf16 buffer): the values are bf16(v) — hi the
+// same words, lo zero, the sums over the rounded values. All 32 lanes of the warp must call it (shuffles).
+__device__ __forceinline__ float q4_prep_chunk(const float vin[8], uint32_t *F, int t, bool ok, bool bf16) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = bf16 ? q4_bf16_round(vin[e]) : vin[e];
     uint4 hi, lo;
     hi.x = q4_xfrag(v[0], v[4], 0.0f);
     hi.y = q4_xfrag(v[1], v[5], 0.0f);
     hi.z = q4_xfrag(v[2], v[6], 0.0f);
     hi.w = q4_xfrag(v[3], v[7], 0.0f);
-    lo.x = q4_xfrag(v[0], v[4], 1.0f);
+    lo.x = q4_xfrag(v[0], v[4], 1.0f); // 0 for rounded values: v − bf16(v) = 0
     lo.y = q4_xfrag(v[1], v[5], 1.0f);
     lo.z = q4_xfrag(v[2], v[6], 1.0f);
     lo.w = q4_xfrag(v[3], v[7], 1.0f);
@@ -328,7 +337,8 @@ __device__ __forceinline__ void q4_epi_store(const weft_cu_epi &epi, int64_t til
             const int jw = g & 3, p = g >> 2;
             const float a = __shfl_sync(0xffffffffu, out, 4 * jw + t);
             const float b = __shfl_sync(0xffffffffu, out, 4 * (jw + 4) + t);
-            const uint32_t word = q4_xfrag(a, b, (float)p);
+            // a bf16 buffer holds bf16(out) (part 0: the same word) and zero lo words (part 1)
+            const uint32_t word = p && epi.xf_bf16 ? 0u : q4_xfrag(a, b, (float)p);
             if (i < M)
                 epi.xf[((int64_t)i * epi.xf_nsub + tile / 4) * 32 + p * 16 + 4 * (tile % 4) + jw] = word;
         }
