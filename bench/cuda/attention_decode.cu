@@ -99,9 +99,9 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
     int *counters = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
     CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
-    // rows at an odd first position write bf16 buffers (weft_cu_xq.bf16: --activations bf16), the others fp32
-    const int bf16 = pos[0] & 1;
-    const weft_cu_xq xa{A.xf, A.xs, qd, bf16}, xb{B.xf, B.xs, qd, bf16};
+    // rows at an odd first position write f16 buffers (weft_cu_xq.f16: --activations f16), the others fp32
+    const int f16 = pos[0] & 1;
+    const weft_cu_xq xa{A.xf, A.xs, qd, f16}, xb{B.xf, B.xs, qd, f16};
     std::vector<float> nqw(c.d), nkw(c.d);
     for (auto &x : nqw) x = 0.5f + rng.uniform();
     for (auto &x : nkw) x = 0.5f + rng.uniform();

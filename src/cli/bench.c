@@ -153,8 +153,8 @@ int cmd_bench(const cli_options *o) {
         if (N > 1) printf(" %d streams, aggregate decode tok/s |", N);
         printf("\n|---|---|---|---|---|%s\n", N > 1 ? "---|" : "");
         /* With --gen-len 1 there is no decode step to time: "-", not a rate of 0. */
-        const bool bf16 = o->activations && !strcmp(o->activations, "bf16"); /* (only cuda takes it) */
-        printf("| %s | %s | %s%s | %.1f |", m->id, m->quant, be.ops->name, bf16 ? " (bf16 activations)" : "",
+        const bool f16 = o->activations && !strcmp(o->activations, "f16"); /* (only cuda takes it) */
+        printf("| %s | %s | %s%s | %.1f |", m->id, m->quant, be.ops->name, f16 ? " (f16 activations)" : "",
                best[0]);
         print_rate(ng, best[1]);
         if (N > 1) print_rate(ng, best[2]);

@@ -180,9 +180,9 @@ int weft_model_context(const weft_model *m) {
 
 weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts *opts, weft_backend *out,
                                     weft_backend_plan *plan, weft_err *err) {
-    const bool act_bf16 = opts->activations && !strcmp(opts->activations, "bf16");
-    if (opts->activations && !act_bf16 && strcmp(opts->activations, "fp32"))
-        return weft_err_set(err, WEFT_EINVAL, "--activations '%s': expected fp32 or bf16", opts->activations);
+    const bool act_f16 = opts->activations && !strcmp(opts->activations, "f16");
+    if (opts->activations && !act_f16 && strcmp(opts->activations, "fp32"))
+        return weft_err_set(err, WEFT_EINVAL, "--activations '%s': expected fp32 or f16", opts->activations);
 #ifdef WEFT_HAVE_CUDA
     const bool want_auto = !opts->kind || !strcmp(opts->kind, "auto");
     const bool dense = m->cfg.family == WEFT_FAMILY_LLAMA || m->cfg.family == WEFT_FAMILY_QWEN3;
@@ -193,7 +193,7 @@ weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts
                                      .max_slots = slots,
                                      .max_rows = opts->max_rows > 0 ? opts->max_rows : 256,
                                      .max_context = ctx,
-                                     .act_bf16 = act_bf16};
+                                     .act_f16 = act_f16};
         if (plan) *plan = (weft_backend_plan){slots, ctx, 0, 0, ""};
         weft_err cerr = {0}; /* the GPU's answer, kept for the fallback note */
         const weft_status st = weft_cuda_backend_new(&m->cfg, m->tensors, &co, out, &cerr);
@@ -222,9 +222,9 @@ weft_status weft_model_backend_plan(const weft_model *m, const weft_backend_opts
     if (opts->kind && strcmp(opts->kind, "cpu") && strcmp(opts->kind, "auto"))
         return weft_err_set(err, WEFT_ENOTSUP, "backend '%s' is not available in this build (cpu only)",
                             opts->kind);
-    if (act_bf16) /* the CPU kernels define fp32 activations only (SPEC §5.5) */
+    if (act_f16) /* the CPU kernels define fp32 activations only (SPEC §5.5) */
         return weft_err_set(err, WEFT_ENOTSUP,
-                            "--activations bf16 is a CUDA backend option; the CPU backend computes in fp32");
+                            "--activations f16 is a CUDA backend option; the CPU backend computes in fp32");
     int ctx = opts->max_context > 0 ? opts->max_context : weft_model_context(m);
     weft_family_opts fo = {opts->max_rows > 0 ? opts->max_rows : 256, ctx, m->format == WEFT_FORMAT_MLX};
     weft_family_model fam;

@@ -6,8 +6,9 @@
  * refusals and all device memory back after destroy. Prints one table line per fixture. With a GGUF path as
  * argument (bench/cuda/peer_gguf.py's 8B-shape file), also the same invariants at a real shape, where the
  * 4-bit matmuls take every kernel path (test_real_shape). Everything runs twice: fp32 activations, then
- * --activations bf16 (act_bf16), whose logits are held to SPEC §5.5's bf16 tolerance (per-row relative L2
- * <= 1e-2, top-1 where the reference margin is >= 5e-2) and whose invariants are the same bit-exact ones.
+ * --activations f16 (act_f16), whose logits are held to SPEC §5.5's bf16-path tolerance (per-row relative L2
+ * <= 1e-2, top-1 where the reference margin is >= 5e-2) and whose invariants are the same bit-exact ones; a
+ * model with MLX 4-bit weights must refuse f16.
  * Exit status 1 on any failure. */
 #include "check.h"
 #include "weft/cuda_backend.h"
@@ -210,7 +211,7 @@ static double bf16_row(const float *got, const float *ref, int64_t V, int *top1_
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static void test_fixture(const char *name, bool bf16) {
+static void test_fixture(const char *name, bool f16) {
     char dir[256];
     snprintf(dir, sizeof dir, TEST_DATA "fixtures/%s", name);
     fixture f;
@@ -222,9 +223,18 @@ static void test_fixture(const char *name, bool bf16) {
     const int64_t V = f.cfg.vocab_size;
     size_t free0 = 0, total = 0;
     cudaMemGetInfo(&free0, &total);
-    weft_cuda_backend_opts o = {0, NS + 2, 3 * CAP, CAP, 0, false, bf16};
+    weft_cuda_backend_opts o = {0, NS + 2, 3 * CAP, CAP, 0, false, f16};
     weft_backend be;
     weft_err err = {0};
+    if (f16 && strstr(name, "mlx")) { /* MLX affine 4-bit: refused by name */
+        const weft_status st = weft_cuda_backend_new(&f.cfg, f.ts, &o, &be, &err);
+        CHECK_MSG(st == WEFT_ENOTSUP && strstr(err.msg, "--activations f16"), "%s f16: not refused (%d: %s)",
+                  name, (int)st, err.msg);
+        if (st == WEFT_OK) be.ops->destroy(be.self);
+        fprintf(stderr, "  %-18s f16  refused: %s\n", name, err.msg);
+        free_fixture(&f);
+        return;
+    }
     if (weft_cuda_backend_new(&f.cfg, f.ts, &o, &be, &err) != WEFT_OK) {
         CHECK_MSG(0, "%s: %s", name, err.msg);
         free_fixture(&f);
@@ -241,7 +251,7 @@ static void test_fixture(const char *name, bool bf16) {
     feed(&be, 0, f.ids, 0, T, &greedy, draws, whole);
     double worst = 0;
     int bad = 0, greedy_bad = 0;
-    if (!bf16) {
+    if (!f16) {
         for (int64_t i = 0; i < (int64_t)T * V; i++) {
             double ref = f.ref[i], dd = fabs((double)whole[i] - ref), tol = 1e-3 * fmax(1.0, fabs(ref));
             if (!(dd <= tol)) bad++;
@@ -257,8 +267,8 @@ static void test_fixture(const char *name, bool bf16) {
             bad += !(rl2 <= 1e-2);
             if (rl2 > worst) worst = rl2;
         }
-        CHECK_MSG(bad == 0, "%s bf16: %d rows past relative L2 1e-2 (worst %.3g)", name, bad, worst);
-        CHECK_MSG(greedy_bad == 0, "%s bf16: %d rows with a different top-1 at margin >= 5e-2", name,
+        CHECK_MSG(bad == 0, "%s f16: %d rows past relative L2 1e-2 (worst %.3g)", name, bad, worst);
+        CHECK_MSG(greedy_bad == 0, "%s f16: %d rows with a different top-1 at margin >= 5e-2", name,
                   greedy_bad);
     }
 
@@ -278,15 +288,15 @@ static void test_fixture(const char *name, bool bf16) {
     }
 
     /* 1c. session 2's path (no fused matrices, fp32 activations into every matmul, per-row attention) gives
-     * the same bits: the fused and prepared paths change where work happens, not the arithmetic (bf16: the
-     * baseline has no bf16 form and must refuse) */
+     * the same bits: the fused and prepared paths change where work happens, not the arithmetic (f16: the
+     * baseline has no f16 form and must refuse) */
     bool base_eq = false;
-    if (bf16) {
+    if (f16) {
         weft_backend be3;
         setenv("WEFT_CUDA_BASELINE", "1", 1);
         base_eq = weft_cuda_backend_new(&f.cfg, f.ts, &o, &be3, &err) == WEFT_ENOTSUP;
         unsetenv("WEFT_CUDA_BASELINE");
-        CHECK_MSG(base_eq, "%s: the baseline path took --activations bf16", name);
+        CHECK_MSG(base_eq, "%s: the baseline path took --activations f16", name);
     } else {
         weft_backend be3;
         setenv("WEFT_CUDA_BASELINE", "1", 1);
@@ -404,7 +414,7 @@ static void test_fixture(const char *name, bool bf16) {
     fprintf(stderr,
             "  %-18s %s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s baseline=%s steps=%s chunks=%s "
             "many=%s caches=%s resumed=%s 16conc=%s drafted=%s  %s\n",
-            name, bf16 ? "bf16" : "fp32", (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE",
+            name, f16 ? "f16 " : "fp32", (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE",
             base_eq ? "eq" : "NE", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE", many_eq ? "eq" : "NE",
             caches_eq ? "eq" : "NE", resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq",
             draft_bad ? "NE" : "eq", check_failures_ == fails0 ? "PASS" : "FAIL");
@@ -439,7 +449,7 @@ static void test_refusal(void) {
 #define RS_P     600
 #define RS_STEPS 8
 #define RS_CUTS  4
-static void test_real_shape(const char *path, bool bf16) {
+static void test_real_shape(const char *path, bool f16) {
     weft_err err = {0};
     weft_gguf *g = NULL;
     weft_config cfg;
@@ -453,7 +463,7 @@ static void test_real_shape(const char *path, bool bf16) {
         goto done;
     }
     const int64_t V = cfg.vocab_size;
-    weft_cuda_backend_opts o = {0, RS_CUTS, 512, T + 8, 0, false, bf16};
+    weft_cuda_backend_opts o = {0, RS_CUTS, 512, T + 8, 0, false, f16};
     weft_backend be;
     if (weft_cuda_backend_new(&cfg, ts, &o, &be, &err) != WEFT_OK) {
         CHECK_MSG(0, "%s: %s", path, err.msg);
@@ -492,7 +502,7 @@ static void test_real_shape(const char *path, bool bf16) {
             CHECK_MSG(eq[v], "%s: chunks of %d differ from chunks of 512", path, chunks[v]);
         }
         printf("  real shape (%s, %s): %d-token prompt + %d steps, chunks 512 / 24 / 7 / 16: %s / %s / %s\n",
-               path, bf16 ? "bf16" : "fp32", RS_P, RS_STEPS, eq[1] ? "eq" : "NE", eq[2] ? "eq" : "NE", eq[3] ? "eq" : "NE");
+               path, f16 ? "f16" : "fp32", RS_P, RS_STEPS, eq[1] ? "eq" : "NE", eq[2] ? "eq" : "NE", eq[3] ? "eq" : "NE");
     }
     be.ops->destroy(be.self);
 done:
@@ -509,10 +519,10 @@ int main(int argc, char **argv) {
     }
     const char *names[] = {"llama",          "llama-mlx-q4g64", "qwen3",          "qwen3-mlx-q4g64",
                            "llama-gguf-f16", "llama-gguf-q8_0", "llama-gguf-q4_0"};
-    for (int bf16 = 0; bf16 < 2; bf16++)
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_fixture(names[i], bf16);
+    for (int f16 = 0; f16 < 2; f16++)
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_fixture(names[i], f16);
     test_refusal();
     if (argc > 1)
-        for (int bf16 = 0; bf16 < 2; bf16++) test_real_shape(argv[1], bf16);
+        for (int f16 = 0; f16 < 2; f16++) test_real_shape(argv[1], f16);
     return check_report("test_cuda_backend");
 }

@@ -172,7 +172,7 @@ def test_bench_refuses_bad_streams():
 
 
 def test_activations_flag():
-    """--activations: fp32 (the default) runs everywhere; bf16 is the CUDA backend's and the CPU backend refuses
+    """--activations: fp32 (the default) runs everywhere; f16 is the CUDA backend's and the CPU backend refuses
     it with a named error; any other value is refused before a model loads."""
     base = ["run", "--prompt", "Once upon a time", "--max-tokens", "8", "--temperature", "0"]
     reports = []
@@ -180,8 +180,8 @@ def test_activations_flag():
         p = run(*base, "--backend", "cpu", *extra)
         reports.append(p.stdout)
     assert reports[0] == reports[1]
-    p = run(*base, "--backend", "cpu", "--activations", "bf16", check=False)
-    assert p.returncode != 0 and "--activations bf16" in p.stderr and "CPU" in p.stderr, p.stderr
+    p = run(*base, "--backend", "cpu", "--activations", "f16", check=False)
+    assert p.returncode != 0 and "--activations f16" in p.stderr and "CPU" in p.stderr, p.stderr
     assert p.stderr.startswith("weft: ") and p.stderr.count("\n") == 1, p.stderr
     p = run(*base, "--activations", "fp16", check=False)
     assert p.returncode != 0 and "--activations 'fp16'" in p.stderr, p.stderr

@@ -75,7 +75,7 @@ __device__ __forceinline__ void head_norm(const float *x, const float *wn, int d
 template <int DMAX>
 __global__ void __launch_bounds__(kThreads)
     attn_decode_kernel(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
-                       float *out, uint32_t *xf, float *xs, bool xbf16, const weft_cu_row *__restrict__ rows, int Hq,
+                       float *out, uint32_t *xf, float *xs, bool xf16, const weft_cu_row *__restrict__ rows, int Hq,
                        int Hkv, int d, int layer, float scale, weft_cu_rope rope,
                        const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
                        float *scratch, int nbrow, int *counters) {
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kThreads)
         float vv[8];
 #pragma unroll
         for (int e = 0; e < 8; e++) vv[e] = ok ? xg[sl * 32 + 8 * tt + e] : 0.0f;
-        const float s = q4_prep_chunk(vv, xf + (sub0 + (ok ? sl : 0)) * 32, tt, ok, xbf16);
+        const float s = q4_prep_chunk(vv, xf + (sub0 + (ok ? sl : 0)) * 32, tt, ok, xf16);
         if (ok && tt == 0) xs[sub0 + sl] = s;
     }
 }
@@ -281,6 +281,6 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
         if (e != cudaSuccess) return e;
     }
     return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb, (unsigned)n), dim3(kThreads),
-                           (size_t)smem, stream, q, k, v, out, xf, xs, xq && xq->bf16, rows, Hq, Hkv, d, layer, scale, *rope,
+                           (size_t)smem, stream, q, k, v, out, xf, xs, xq && xq->f16, rows, Hq, Hkv, d, layer, scale, *rope,
                            q_norm, k_norm, eps, scratch, nkb, counters);
 }

@@ -89,16 +89,19 @@ cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t 
  * x[32u + 8t + j + 4]), part 0 = hi = bf16(x), part 1 = lo = bf16(x − hi); s[i·K/32 + u] = (a0 + a1) +
  * (a2 + a3) with a_t = x[32u+8t] + x[32u+8t+1] + ... + x[32u+8t+7] left to right (fp32). f: M·K uint32,
  * s: M·K/32 floats, both device memory owned by the caller.
- * bf16 (the backend's --activations bf16): the activations are x' = bf16(x) (round to nearest even): part 0
- * = bf16(x), part 1 = 0 (every kernel then computes the products of x' exactly: the lo columns add +0), and
- * s sums x' in the same order. The wgmma GEMM reads only part 0 of such activations (half the tensor work;
- * gemm_q4w.cu). Every writer of prepared words (weft_cu_xq_prep, weft_cu_rmsnorm_xq, the decode attention,
- * the SwiGLU epilogue's xf) follows the flag of the buffer it writes. */
+ * f16 (the backend's --activations f16): the activations are x' = f16(x) (round to nearest even, magnitudes
+ * past 65504 saturated to it): part 0 = the f16 pair of x', part 1 = 0, and s sums x' in the same order. Only
+ * Q4_0 (WEFT_CU_OFF8, f16 scales) weights take such a buffer (cudaErrorInvalidValue otherwise): their kernels
+ * then decode the weights to f16 and multiply with .f16 tensor-core operations (q4_mma.cuh's WEFT_CU_OFF8H),
+ * every kernel the same products and fold, so the same bits for any M; the lo columns add +0, and the wgmma
+ * GEMM reads only part 0 (half the tensor work; gemm_q4w.cu). Every writer of prepared words
+ * (weft_cu_xq_prep, weft_cu_rmsnorm_xq, the decode attention, the SwiGLU epilogue's xf) follows the flag of
+ * the buffer it writes. */
 typedef struct weft_cu_xq {
     uint32_t *f;
     float *s;
     int64_t K;
-    int bf16;
+    int f16;
 } weft_cu_xq;
 
 /* Writes rows [0, M) of X [M, ldx] (ldx % 4 == 0) into xq (layout above). */
@@ -131,7 +134,7 @@ typedef struct weft_cu_epi {
      * xf_nsub = K / 32), not the sums — so only for a consumer that reads none (WEFT_CU_OFF8 weights) */
     uint32_t *xf;
     int64_t xf_nsub;
-    int xf_bf16; /* xf is a bf16 buffer (weft_cu_xq.bf16): part 1 of every word is 0 */
+    int xf_f16; /* xf is an f16 buffer (weft_cu_xq.f16) */
     /* timing experiments only (WEFT_CU_T_RQ4): 5..16 rows as 4 activation quads per block (session 3's
      * kernel) instead of one quad per block; the same bits */
     int quads4;

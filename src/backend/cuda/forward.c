@@ -83,11 +83,11 @@ static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
 /* The prepared-activation buffers for inputs of K elements: buffer 1 for the down projection (written by the
  * gate/up epilogue while that matmul still reads buffer 0), buffer 0 for every other matmul. */
 static weft_cu_xq xq_of(const cu_backend *b, int64_t K) {
-    return (weft_cu_xq){b->xq_f, b->xq_s, K, b->act_bf16};
+    return (weft_cu_xq){b->xq_f, b->xq_s, K, b->act_f16};
 }
 static weft_cu_xq xq_down(const cu_backend *b) {
     return (weft_cu_xq){b->xq_f + (size_t)b->max_rows * (size_t)b->xq_k,
-                        b->xq_s + (size_t)b->max_rows * (size_t)(b->xq_k / 32), b->I, b->act_bf16};
+                        b->xq_s + (size_t)b->max_rows * (size_t)(b->xq_k / 32), b->I, b->act_f16};
 }
 
 /* Does a matmul on this weight read prepared activations (weft_cu_matmul_q4x)? */
@@ -235,7 +235,7 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
                                                                 .ld = {I, I, I},
                                                                 .xf = down_words ? xq_down(b).f : NULL,
                                                                 .xf_nsub = I / 32,
-                                                                .xf_bf16 = b->act_bf16});
+                                                                .xf_f16 = b->act_f16});
             STAGE(WEFT_CU_T_GU, LAUNCH(weft_cu_matmul_q4x(&ly->wgu, &xq, n, &e, st), "gate/up projection"));
         } else {
             STEP(mm(b, &ly->wg, b->xb, H, n, b->g, I, NULL, 0, "gate projection", err));

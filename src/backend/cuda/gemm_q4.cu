@@ -254,8 +254,8 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
 #pragma unroll
                     for (int m = 0; m < TPW; m++) {
                         // the lane's words of rows g and g + 8 of tile TPW·wm + m for sub-block j
-                        q4_dec_word<true>(S.a[TPW * wm + m][lane * SB + j], P[m][0]);
-                        q4_dec_word<true>(S.a[TPW * wm + m][32 * SB + lane * SB + j], P[m][1]);
+                        q4_dec_word<true, q4_f16<MODE>>(S.a[TPW * wm + m][lane * SB + j], P[m][0]);
+                        q4_dec_word<true, q4_f16<MODE>>(S.a[TPW * wm + m][32 * SB + lane * SB + j], P[m][1]);
                         sc[m][0] = sc[m][1] = bc[m][0] = bc[m][1] = 0.0f;
                         if (last) {
 #pragma unroll
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
                         }
 #pragma unroll
                         for (int m = 0; m < TPW; m++) {
-                            q4_mma_sub(C[m][q], P[m][0], P[m][1], xv, first);
+                            q4_mma_sub<q4_f16<MODE>>(C[m][q], P[m][0], P[m][1], xv, first);
                             if (last)
                                 q4_fold<MODE>(acc[m][q], C[m][q], sc[m][0], sc[m][1], bc[m][0], bc[m][1],
                                               sxg[q]);
@@ -434,6 +434,8 @@ cudaError_t launch_w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
     const int KW = weft_cu_q4_kw(w->rows, w->cols);
+    if (q4x_f16(w, xq)) // (Q4_0: q4x_args_ok)
+        return launch_g<WEFT_CU_OFF8H, WEFT_CU_S_F16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
         return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
     if (w->mode == WEFT_CU_AFFINE) {

@@ -16,12 +16,13 @@
 // after wgmma.wait_group, and K blocks are walked slot by slot (slot_walk.h) with gemm_q4.cu's acc / tot
 // sums.
 //
-// bf16 activations (weft_cu_xq.bf16, the H1 instances): every lo word is 0, so the lo columns' sums are
-// zeros and hi + lo = hi exactly (an exactly zero hi sum may be −0 where hi + lo gives +0: the fold's
-// fmaf(s, ±0, acc) is acc either way, since acc starts at +0.0 and an fp32 sum that starts at +0.0 never
-// becomes −0 under round-to-nearest). B then holds only the hi words, column n = activation row n, and each
-// step is one m64n64k16 — half the tensor work per output — whose accumulators are outputs: the fold is
-// fmaf(s, d, acc) per output, the same value q4_fold gives the hi/lo kernels from the same buffer.
+// f16 activations (weft_cu_xq.f16, the H1 instances, mode WEFT_CU_OFF8H): f16 weights and activations, and
+// every lo word is 0, so the lo columns' sums are zeros and hi + lo = hi exactly (an exactly zero hi sum may
+// be −0 where hi + lo gives +0: the fold's fmaf(s, ±0, acc) is acc either way, since acc starts at +0.0 and
+// an fp32 sum that starts at +0.0 never becomes −0 under round-to-nearest). B then holds only the hi words,
+// column n = activation row n, and each step is one m64n64k16 — half the tensor work per output — whose
+// accumulators are outputs: the fold is fmaf(s, d, acc) per output, the value q4_fold gives the mma.sync
+// kernels (the same .f16 products) from the same buffer.
 //
 // Block: 3 warpgroups. The producer (warpgroup 2) copies each K block's prepared words with cp.async and
 // transposes them into a 3-stage ring of B tiles, handing stages over with named barriers (FULL / EMPTY).
@@ -190,6 +191,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     gemm_q4w_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                     weft_cu_epi epi) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(H1 == q4_f16<MODE>, "the hi-only form is the f16 one");
     constexpr int SPB = SB / GPB;
     static_assert(GPB % 2 == 0, "groups alternate between two accumulator sets");
     extern __shared__ __align__(16) unsigned char wsm[];
@@ -281,8 +283,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             uint32_t wg = live ? cur.wg[gi * SPB + js] : 0u, wh = live ? cur.wh[gi * SPB + js] : 0u;
             wgmma_pin(wg);
             wgmma_pin(wh);
-            q4_dec_word(wg, P[js][0]);
-            q4_dec_word(wh, P[js][1]);
+            q4_dec_word<false, H1>(wg, P[js][0]);
+            q4_dec_word<false, H1>(wh, P[js][1]);
         }
         // The empty asm pins every register write (decoded A) before wgmma.fence: the compiler may not sink
         // them past it (PTX ISA: registers of an in-flight wgmma must be written before the fence).
@@ -298,8 +300,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             for (int s = 0; s < 2; s++) { // the group's first step starts from zero (scale-d = 0)
                 const uint64_t desc = wgmma_desc(&S.b[st][2 * j + s][0][0][0][0], 128, 256);
                 if constexpr (H1)
-                    wgmma_m64n64k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
-                                    P[js][1][2 * s + 1], desc, js + s > 0);
+                    wgmma_m64n64k16_f16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                        P[js][1][2 * s + 1], desc, js + s > 0);
                 else
                     wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
                                      P[js][1][2 * s + 1], desc, js + s > 0);
@@ -381,12 +383,13 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
                            (const float *)xq->s, M, KW, epi);
 }
 
-// The hi-only instance for a bf16 buffer (the header), else the hi/lo one.
+// The f16 hi-only instance for an f16 buffer (the header: Q4_0 only), else the hi/lo one.
 template <int MODE, int SDT, int SB, int GPB>
 cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                      cudaStream_t st) {
-    return xq->bf16 ? w_launch_v<MODE, SDT, SB, GPB, true>(d, xq, M, epi, KW, st)
-                    : w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, st);
+    if constexpr (MODE == WEFT_CU_OFF8)
+        if (xq->f16) return w_launch_v<WEFT_CU_OFF8H, SDT, SB, GPB, true>(d, xq, M, epi, KW, st);
+    return w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, st);
 }
 
 } // namespace

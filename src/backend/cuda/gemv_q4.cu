@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
                    int slots, weft_cu_epi epi) {
     using Sl = Slot<MODE, SDT, SB, GPB>;
     constexpr bool ONE_ROW = GShape<RQ, P>::ONE_ROW;
-    static_assert(!SK || (MODE == WEFT_CU_OFF8 && !ONE_ROW), "split K: Q4_0 rows only (no sums)");
+    static_assert(!SK || (MODE != WEFT_CU_AFFINE && !ONE_ROW), "split K: Q4_0 rows only (no sums)");
     extern __shared__ __align__(16) float red[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int KW = SK ? slots : (int)(blockDim.x >> 5) / P, GW = SK ? 1 : KW; // slots, warps per group
@@ -416,7 +416,7 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
     if (d.sb != 4) return cudaErrorNotSupported;
     const int gpb = 128 / group;
     if (M > 1) { // several rows: Q4_0 only (the layout weft_cu_matmul_q4x hands here)
-        if constexpr (MODE == WEFT_CU_OFF8 && SDT == WEFT_CU_S_F16) {
+        if constexpr (MODE != WEFT_CU_AFFINE && SDT == WEFT_CU_S_F16) {
             if (gpb != 4 || M > 16) return cudaErrorNotSupported;
             const bool kw4 = weft_cu_q4_kw(d.rows, d.cols) == 4;
             if (M <= 4)
@@ -444,6 +444,8 @@ extern "C" cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq
     if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
+    if (q4x_f16(w, xq)) // (Q4_0: q4x_args_ok)
+        return launch_s<WEFT_CU_OFF8H, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
         return launch_s<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
     if (w->mode == WEFT_CU_AFFINE) {

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
 }
 
 __global__ void xq_prep_kernel(const float *__restrict__ X, int64_t ldx, int M, int64_t K, uint32_t *F,
-                               float *S, bool bf16) {
+                               float *S, bool f16) {
     weft_pdl_enter();
     const int64_t nch = K / 8, nsub = K / 32;
     const int64_t gc = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, i = gc / nch, c = gc % nch;
@@ -177,7 +177,7 @@ __global__ void xq_prep_kernel(const float *__restrict__ X, int64_t ldx, int M, 
         for (int e = 0; e < 8; e++) v[e] = 0.0f;
     }
     const int64_t u = c >> 2;
-    const float s = q4_prep_chunk(v, F + (ok ? i * nsub + u : 0) * 32, (int)(c & 3), ok, bf16);
+    const float s = q4_prep_chunk(v, F + (ok ? i * nsub + u : 0) * 32, (int)(c & 3), ok, f16);
     if (ok && (c & 3) == 0) S[i * nsub + u] = s;
 }
 
@@ -239,7 +239,7 @@ extern "C" cudaError_t weft_cu_xq_prep(const float *X, int64_t ldx, int M, const
     if (xq->K <= 0 || xq->K % 32 || ldx % 4) return cudaErrorInvalidValue;
     const int64_t threads = (int64_t)M * (xq->K / 8), blocks = (threads + 255) / 256;
     return weft_pdl_launch(xq_prep_kernel, dim3((unsigned)blocks), dim3(256), 0, stream, X, ldx, M, xq->K,
-                           xq->f, xq->s, xq->bf16 != 0);
+                           xq->f, xq->s, xq->f16 != 0);
 }
 
 extern "C" weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate,
@@ -293,6 +293,8 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
         if (e != cudaErrorNotSupported) return e;
     }
     const WDev d = wdev(w);
+    if (q4x_f16(w, xq)) // (Q4_0: q4x_args_ok)
+        return launch_g<WEFT_CU_OFF8H, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
         return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
     if (w->mode == WEFT_CU_AFFINE) {

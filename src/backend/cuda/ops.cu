@@ -10,7 +10,7 @@ namespace {
 template <int T>
 __global__ void __launch_bounds__(T)
     rmsnorm_kernel(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *__restrict__ rowmap,
-                   const float *__restrict__ w, int n, float eps, uint32_t *F, float *S, bool bf16) {
+                   const float *__restrict__ w, int n, float eps, uint32_t *F, float *S, bool f16) {
     __shared__ float part[T / 32];
     __shared__ float inv_s;
     const int r = blockIdx.x, t = threadIdx.x;
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(T)
                 v[e] = w ? wke * (x[k] * inv) : x[k] * inv;
                 if (ok) y[k] = v[e];
             }
-            const float s = q4_prep_chunk(v, Fr + (ok ? c >> 2 : 0) * 32, c & 3, ok, bf16);
+            const float s = q4_prep_chunk(v, Fr + (ok ? c >> 2 : 0) * 32, c & 3, ok, f16);
             if (ok && (c & 3) == 0) Sr[c >> 2] = s;
         }
         return;
@@ -136,7 +136,7 @@ __global__ void swiglu_kernel(float *g, const float *__restrict__ u, int64_t n) 
 
 static cudaError_t rmsnorm_launch(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
                                   const float *w, int n_rows, int n, float eps, uint32_t *F, float *S,
-                                  bool bf16, cudaStream_t stream) {
+                                  bool f16, cudaStream_t stream) {
     if (n_rows <= 0) return cudaSuccess;
     // Few rows (decode): the prepared path's output work in 4 slices per row (the kernel's header); one block
     // per row would leave all but a few SMs idle behind a serial chain (measured 4.5 µs per norm at batch 1).
@@ -144,13 +144,13 @@ static cudaError_t rmsnorm_launch(float *Y, int64_t ldy, const float *X, int64_t
     switch (weft_norm_threads(n)) {
     case 256:
         return weft_pdl_launch(rmsnorm_kernel<256>, grid, dim3(256), 0, stream, Y, ldy, X, ldx, rowmap, w, n,
-                               eps, F, S, bf16);
+                               eps, F, S, f16);
     case 128:
         return weft_pdl_launch(rmsnorm_kernel<128>, grid, dim3(128), 0, stream, Y, ldy, X, ldx, rowmap, w, n,
-                               eps, F, S, bf16);
+                               eps, F, S, f16);
     default:
         return weft_pdl_launch(rmsnorm_kernel<32>, grid, dim3(32), 0, stream, Y, ldy, X, ldx, rowmap, w, n,
-                               eps, F, S, bf16);
+                               eps, F, S, f16);
     }
 }
 
@@ -163,7 +163,7 @@ extern "C" cudaError_t weft_cu_rmsnorm_xq(float *Y, int64_t ldy, const float *X,
                                           const int *rowmap, const float *w, int n_rows, int n, float eps,
                                           const weft_cu_xq *xq, cudaStream_t stream) {
     if (xq->K != n || n % 32 || Y == X) return cudaErrorInvalidValue;
-    return rmsnorm_launch(Y, ldy, X, ldx, rowmap, w, n_rows, n, eps, xq->f, xq->s, xq->bf16 != 0, stream);
+    return rmsnorm_launch(Y, ldy, X, ldx, rowmap, w, n_rows, n, eps, xq->f, xq->s, xq->f16 != 0, stream);
 }
 
 extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n,

@@ -27,10 +27,19 @@ __device__ __forceinline__ uint32_t q4_xfrag(float a, float b, float pm) {
     return q4_pack_bf16x2(ra, rb);
 }
 
-// v + c on two bf16 lanes (fma with 1.0: exact for the small integers here).
-__device__ __forceinline__ uint32_t q4_bf16x2_add(uint32_t v, uint32_t c) {
+// Kernel instances only, never a weight's mode: Q4_0 weights (WEFT_CU_OFF8) on f16 activations (weft_cu_xq.f16,
+// --activations f16): the weights decode to f16 (q − 8 is exact in either type), the products run as
+// .f16.f16 tensor-core operations, everything else is WEFT_CU_OFF8's.
+constexpr int WEFT_CU_OFF8H = 3;
+template <int MODE> constexpr bool q4_f16 = MODE == WEFT_CU_OFF8H;
+
+// v + c on two bf16 (F16: f16) lanes (fma with 1.0: exact for the small integers here).
+template <bool F16 = false> __device__ __forceinline__ uint32_t q4_x2_add(uint32_t v, uint32_t c) {
     uint32_t r;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3F803F80u), "r"(c));
+    if constexpr (F16)
+        asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3C003C00u), "r"(c));
+    else
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3F803F80u), "r"(c));
     return r;
 }
 
@@ -44,47 +53,66 @@ __device__ __forceinline__ uint32_t q4_and_or(uint32_t a, uint32_t m, uint32_t c
 
 // One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q[n] − 8, q[n + 4] − 8) for n < 4: the
 // magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
+// F16: f16x2, with 0x6400 (f16 1024.0, ulp 1) and −1032 (0xE408): the same integers.
 // ONE_LOP3: the mask and the or in one instruction (q4_and_or) — the same integers. Measured (bench/NOTES.md
 // session 10): faster in the one-row kernels (their K-block loop 243 → 211 instructions), the mma.sync GEMM
 // (512 rows 0.555 → 0.520 ms) and the split GEMM (16 rows 0.0372 → 0.0359 ms); slower in the wgmma GEMM (its
 // consumers rematerialise the constants: more MOVs, 0.413 → 0.438 ms at 512 rows), which keeps the two-LOP3
 // form.
-template <bool ONE_LOP3 = false> __device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
+template <bool ONE_LOP3 = false, bool F16 = false>
+__device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
+    constexpr uint32_t magic = F16 ? 0x64006400u : 0x43004300u, off = F16 ? 0xE408E408u : 0xC308C308u;
 #pragma unroll
     for (int n = 0; n < 4; n++)
-        P[n] = q4_bf16x2_add(ONE_LOP3 ? q4_and_or(w >> (4 * n), 0x000F000Fu, 0x43004300u)
-                                      : ((w >> (4 * n)) & 0x000F000Fu) | 0x43004300u,
-                             0xC308C308u);
+        P[n] = q4_x2_add<F16>(ONE_LOP3 ? q4_and_or(w >> (4 * n), 0x000F000Fu, magic)
+                                       : ((w >> (4 * n)) & 0x000F000Fu) | magic,
+                              off);
 }
 
+// c += A·B, m16n8k16, bf16 (F16: f16) inputs, fp32 accumulators.
+template <bool F16 = false>
 __device__ __forceinline__ void q4_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                        uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    if constexpr (F16)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // q4_mma on a zero accumulator: c = A·B + 0 (what q4_mma computes after c is set to +0.0, without the moves).
+template <bool F16 = false>
 __device__ __forceinline__ void q4_mma0(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                         uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%10,%10,%10};"
-        : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+    if constexpr (F16)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%10,%10,%10};"
+            : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%10,%10,%10,%10};"
+            : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
 }
 
 // The two mma of one 32-element sub-block for one activation quad (mma_q4.cu's header): A = the decoded words
 // of rows g (Pg) and g + 8 (Ph), B = the quad's hi/lo words x; k (2t, 2t+1) <-> elements (8t + 2s, 8t + 2s +
 // 4) and k (2t+8, 2t+9) <-> (8t + 2s + 1, 8t + 2s + 5) for mma s. first: the scale group's sums start from
 // +0.0.
+template <bool F16 = false>
 __device__ __forceinline__ void q4_mma_sub(float C[4], const uint32_t Pg[4], const uint32_t Ph[4], uint4 x,
                                            bool first) {
     if (first)
-        q4_mma0(C, Pg[0], Ph[0], Pg[1], Ph[1], x.x, x.y);
+        q4_mma0<F16>(C, Pg[0], Ph[0], Pg[1], Ph[1], x.x, x.y);
     else
-        q4_mma(C, Pg[0], Ph[0], Pg[1], Ph[1], x.x, x.y);
-    q4_mma(C, Pg[2], Ph[2], Pg[3], Ph[3], x.z, x.w);
+        q4_mma<F16>(C, Pg[0], Ph[0], Pg[1], Ph[1], x.x, x.y);
+    q4_mma<F16>(C, Pg[2], Ph[2], Pg[3], Ph[3], x.z, x.w);
 }
 
 // The end of a scale group: its hi + lo sums (C[0] + C[1] for row g, C[2] + C[3] for row g + 8) into the
@@ -117,33 +145,57 @@ __device__ __forceinline__ int q4_slot_block(int i, int nblk, int KW, bool &slot
 // of a supported shape, activations prepared for its K, and a SwiGLU epilogue without bias or accumulate.
 static inline bool q4x_args_ok(const weft_cu_weight *w, const weft_cu_xq *xq, const weft_cu_epi *epi) {
     return w->kind == WEFT_CU_Q4F && weft_cu_q4f_ok(w->rows, w->cols, w->group) && xq->K == w->cols &&
-           !(epi->mode == WEFT_CU_EPI_SWIGLU && (epi->accumulate || epi->bias[0]));
+           !(epi->mode == WEFT_CU_EPI_SWIGLU && (epi->accumulate || epi->bias[0])) &&
+           (!xq->f16 || (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)); // f16: Q4_0 only
 }
 
-// x rounded to bf16 (nearest even) and back: the value a bf16 activation buffer holds (weft_cu_xq.bf16).
-__device__ __forceinline__ float q4_bf16_round(float x) {
-    return __bfloat162float(__float2bfloat16_rn(x));
+// The kernel instance's mode for w on xq: WEFT_CU_OFF8H for Q4_0 on an f16 buffer.
+static inline bool q4x_f16(const weft_cu_weight *w, const weft_cu_xq *xq) {
+    return xq->f16 && w->mode == WEFT_CU_OFF8;
+}
+
+// x as an f16 activation buffer holds it (weft_cu_xq.f16): rounded to nearest even, magnitudes past the
+// largest finite f16 (65504) saturated to it (NaN stays NaN).
+__device__ __forceinline__ float q4_f16_clamp(float x) {
+    return fabsf(x) > 65504.0f ? copysignf(65504.0f, x) : x;
+}
+__device__ __forceinline__ float q4_f16_round(float x) {
+    return __half2float(__float2half_rn(q4_f16_clamp(x)));
+}
+// The f16 word of the pair (a, b) (a in the low half), both already q4_f16_round'ed or clamped.
+__device__ __forceinline__ uint32_t q4_pack_f16x2(float a, float b) {
+    const __half2 v = __floats2half2_rn(a, b);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
 }
 
 // One lane's share of a 32-element sub-block for the prepared-activation layout (weft_cu_xq): v = elements
 // 8t .. 8t+7 of the sub-block (t = lane % 4; the sub-block's four lanes are consecutive). Writes the lane's
 // hi and lo words (word j = the pair (v[j], v[j + 4])) to F (16 u32 per part: hi at F[4t..4t+3], lo at
 // F[16 + 4t ..]) when ok, and returns the sub-block's sum ((a0 + a1) + (a2 + a3)), a_t = v[0] + ... + v[7]
-// left to right — the same value in all four lanes. bf16 (a bf16 buffer): the values are bf16(v) — hi the
-// same words, lo zero, the sums over the rounded values. All 32 lanes of the warp must call it (shuffles).
-__device__ __forceinline__ float q4_prep_chunk(const float vin[8], uint32_t *F, int t, bool ok, bool bf16) {
+// left to right — the same value in all four lanes. f16 (an f16 buffer): the values are q4_f16_round(v),
+// part 0 their f16 words, part 1 zero, the sums over the rounded values. All 32 lanes of the warp must call
+// it (shuffles).
+__device__ __forceinline__ float q4_prep_chunk(const float vin[8], uint32_t *F, int t, bool ok, bool f16) {
     float v[8];
 #pragma unroll
-    for (int e = 0; e < 8; e++) v[e] = bf16 ? q4_bf16_round(vin[e]) : vin[e];
+    for (int e = 0; e < 8; e++) v[e] = f16 ? q4_f16_round(vin[e]) : vin[e];
     uint4 hi, lo;
-    hi.x = q4_xfrag(v[0], v[4], 0.0f);
-    hi.y = q4_xfrag(v[1], v[5], 0.0f);
-    hi.z = q4_xfrag(v[2], v[6], 0.0f);
-    hi.w = q4_xfrag(v[3], v[7], 0.0f);
-    lo.x = q4_xfrag(v[0], v[4], 1.0f); // 0 for rounded values: v − bf16(v) = 0
-    lo.y = q4_xfrag(v[1], v[5], 1.0f);
-    lo.z = q4_xfrag(v[2], v[6], 1.0f);
-    lo.w = q4_xfrag(v[3], v[7], 1.0f);
+    if (f16) {
+        hi = make_uint4(q4_pack_f16x2(v[0], v[4]), q4_pack_f16x2(v[1], v[5]), q4_pack_f16x2(v[2], v[6]),
+                        q4_pack_f16x2(v[3], v[7]));
+        lo = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+        hi.x = q4_xfrag(v[0], v[4], 0.0f);
+        hi.y = q4_xfrag(v[1], v[5], 0.0f);
+        hi.z = q4_xfrag(v[2], v[6], 0.0f);
+        hi.w = q4_xfrag(v[3], v[7], 0.0f);
+        lo.x = q4_xfrag(v[0], v[4], 1.0f);
+        lo.y = q4_xfrag(v[1], v[5], 1.0f);
+        lo.z = q4_xfrag(v[2], v[6], 1.0f);
+        lo.w = q4_xfrag(v[3], v[7], 1.0f);
+    }
     if (ok) {
         reinterpret_cast<uint4 *>(F)[t] = hi;
         reinterpret_cast<uint4 *>(F)[4 + t] = lo;
@@ -239,8 +291,8 @@ __device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, 
     for (int j = 0; j < SB; j++) {
         const bool first = j % SPB == 0, last = (j + 1) % SPB == 0;
         uint32_t Pg[4], Ph[4];
-        q4_dec_word<true>(S.wg[j], Pg);
-        q4_dec_word<true>(S.wh[j], Ph);
+        q4_dec_word<true, q4_f16<MODE>>(S.wg[j], Pg);
+        q4_dec_word<true, q4_f16<MODE>>(S.wh[j], Ph);
         float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
         if (last) {
             sg = S.sg.get(j / SPB);
@@ -255,7 +307,7 @@ __device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, 
             uint4 xv;
             float ls;
             xq(q, j, xv, ls);
-            q4_mma_sub(C[q], Pg, Ph, xv, first);
+            q4_mma_sub<q4_f16<MODE>>(C[q], Pg, Ph, xv, first);
             if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
             if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
         }
@@ -337,8 +389,10 @@ __device__ __forceinline__ void q4_epi_store(const weft_cu_epi &epi, int64_t til
             const int jw = g & 3, p = g >> 2;
             const float a = __shfl_sync(0xffffffffu, out, 4 * jw + t);
             const float b = __shfl_sync(0xffffffffu, out, 4 * (jw + 4) + t);
-            // a bf16 buffer holds bf16(out) (part 0: the same word) and zero lo words (part 1)
-            const uint32_t word = p && epi.xf_bf16 ? 0u : q4_xfrag(a, b, (float)p);
+            // an f16 buffer holds q4_f16_round(out) (part 0) and zero words (part 1)
+            const uint32_t word = !epi.xf_f16 ? q4_xfrag(a, b, (float)p)
+                                  : p         ? 0u
+                                              : q4_pack_f16x2(q4_f16_clamp(a), q4_f16_clamp(b));
             if (i < M)
                 epi.xf[((int64_t)i * epi.xf_nsub + tile / 4) * 32 + p * 16 + 4 * (tile % 4) + jw] = word;
         }

@@ -54,12 +54,12 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, ui
         : "memory");
 }
 
-// The same with N = 64: d[64 x 64] += A · B (16 x 64), 32 accumulators per thread (columns 8b + 2t, +1 of
-// blocks b = 0..7). The bf16-activation GEMM's step (gemm_q4w.cu).
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                uint32_t a3, uint64_t desc, int scale_d = 1) {
+// d[64 x 64] += A · B (16 x 64) with f16 inputs, 32 accumulators per thread (columns 8b + 2t, +1 of blocks
+// b = 0..7). The f16-activation GEMM's step (gemm_q4w.cu).
+__device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                    uint32_t a3, uint64_t desc, int scale_d = 1) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
                  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,"
                  "%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
