@@ -99,7 +99,8 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
     int *counters = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
     CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
-    // rows at an odd first position write f16 buffers (weft_cu_xq.f16: --activations f16), the others fp32
+    // rows at an odd first position take f16 arithmetic and write f16 buffers (--activations f16), the others
+    // fp32
     const int f16 = pos[0] & 1;
     const weft_cu_xq xa{A.xf, A.xs, qd, f16}, xb{B.xf, B.xs, qd, f16};
     std::vector<float> nqw(c.d), nkw(c.d);
@@ -112,14 +113,15 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
         CK(weft_cu_rmsnorm(A.k, c.d, A.k, c.d, nullptr, dnk, n * c.Hkv, c.d, eps, 0));
     }
     CK(weft_cu_rope_store(A.q, A.k, A.v, A.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, 0));
-    CK(weft_cu_attention(A.q, A.out, A.rows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, 0));
+    CK(weft_cu_attention(A.q, A.out, A.rows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, f16, 0));
     CK(weft_cu_xq_prep(A.out, qd, n, &xa, 0));
     std::vector<float> out1, xs1;
     std::vector<std::vector<float>> kv1(n);
     std::vector<uint32_t> xf1;
     for (int rep = 0; rep < 2; rep++) { // the second launch must find the counters at zero
         CK(weft_cu_attention_decode(B.q, B.k, B.v, B.out, with_xq ? &xb : nullptr, B.rows, n, max_pos, c.Hq,
-                                    c.Hkv, c.d, 0, scale, &rope, qn, kn, eps, B.scratch, c.cap, counters, 0));
+                                    c.Hkv, c.d, 0, scale, &rope, qn, kn, eps, B.scratch, c.cap, counters, f16,
+                                    0));
         CK(cudaDeviceSynchronize());
         if (rep == 0) {
             out1 = dev_download(B.out, nq);
@@ -164,8 +166,8 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
         EXPECT(same_bits(sa.data(), sb.data(), sa.size(), &i), "%s: prepared sum %zu", what, i);
         EXPECT(same_bits(xf1.data(), fb.data(), fb.size(), &i), "%s: the second launch's words differ", what);
     }
-    printf("%-62s same bits as rope_store + attention%s: %s\n", what, with_xq ? " + prep" : "",
-           g_failures ? "FAILED so far" : "ok");
+    printf("%-62s %s same bits as rope_store + attention%s: %s\n", what, f16 ? "f16 " : "fp32",
+           with_xq ? " + prep" : "", g_failures ? "FAILED so far" : "ok");
     A.release();
     B.release();
     cudaFree(counters);
@@ -200,7 +202,7 @@ void check_refusals() {
     auto call = [&](Call a) {
         return weft_cu_attention_decode(B.q, B.k, B.v, B.out, a.xq, B.rows, a.n, a.max_pos, c.Hq, c.Hkv, c.d,
                                         0, 0.125f, &rope, a.q_norm, nullptr, 1e-6f, B.scratch, a.max_context,
-                                        a.counters, 0);
+                                        a.counters, 0, 0);
     };
     const Call base{.max_context = c.cap, .counters = counters};
     Call pos2048 = base, with_xq = base, past_ctx = base, no_counters = base, q_only = base, no_rows = base;
@@ -243,14 +245,14 @@ void time_stage(int pos, int n = 1) {
         for (int i = 0; i < N; i++) {
             CK(weft_cu_rope_store(B.q, B.k, B.v, B.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, 0));
             CK(weft_cu_attention(B.q, B.out, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale, B.scratch, c.cap,
-                                 0));
+                                 0, 0));
             CK(weft_cu_xq_prep(B.out, qd, n, &xb, 0));
         }
     });
     const double one = time_ms([&] {
         for (int i = 0; i < N; i++)
             CK(weft_cu_attention_decode(B.q, B.k, B.v, B.out, &xb, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale,
-                                        &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters, 0));
+                                        &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters, 0, 0));
     });
     printf(
         "decode attention stage 32/8 d=128 %2d row%s pos=%-5d rope + attention + prep %.2f us | one kernel "

@@ -30,7 +30,8 @@ constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
 constexpr int kSplitRowSpans = 16, kSplitBlocks = 128, kSplitWarps = 4;
 
 // K and V fragments straight from one row's cache (keys from t0, clamped to last); Q from shared memory.
-struct CacheSrc : AttnQ {
+// F16: the words are f16 (attn_split<true>); k2h / v2h give them alone.
+template <bool F16> struct CacheSrc : AttnQ {
     const float *K, *V; // the kv head's column 0 at position 0
     int kvd, t0, last;
     __device__ __forceinline__ void k2(int ks, int np, uint32_t h[4], uint32_t l[4]) const {
@@ -41,13 +42,21 @@ struct CacheSrc : AttnQ {
         v(0, nt, h, l);
         v(1, nt, h + 2, l + 2);
     }
+    __device__ __forceinline__ void k2h(int ks, int np, uint32_t h[4]) const {
+        uint32_t l[4]; // zeros for F16, not used
+        k2(ks, np, h, l);
+    }
+    __device__ __forceinline__ void v2h(int nt, uint32_t h[4]) const {
+        uint32_t l[4];
+        v2(nt, h, l);
+    }
     __device__ __forceinline__ void k(int ks, int nt, uint32_t h[2], uint32_t l[2]) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
         const float *kr = K + (size_t)min(t0 + 8 * nt + g, last) * kvd + 16 * ks + 2 * t;
         const float2 a = __ldg(reinterpret_cast<const float2 *>(kr)),
                      b = __ldg(reinterpret_cast<const float2 *>(kr + 8));
-        attn_split(a.x, a.y, h[0], l[0]);
-        attn_split(b.x, b.y, h[1], l[1]);
+        attn_split<F16>(a.x, a.y, h[0], l[0]);
+        attn_split<F16>(b.x, b.y, h[1], l[1]);
     }
     __device__ __forceinline__ void v(int kk, int nt, uint32_t h[2], uint32_t l[2]) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -57,8 +66,8 @@ struct CacheSrc : AttnQ {
                     v1 = __ldg(vc + (size_t)min(k0 + 1, last) * kvd),
                     v8 = __ldg(vc + (size_t)min(k0 + 8, last) * kvd),
                     v9 = __ldg(vc + (size_t)min(k0 + 9, last) * kvd);
-        attn_split(v0, v1, h[0], l[0]);
-        attn_split(v8, v9, h[1], l[1]);
+        attn_split<F16>(v0, v1, h[0], l[0]);
+        attn_split<F16>(v8, v9, h[1], l[1]);
     }
 };
 
@@ -68,7 +77,7 @@ struct CacheSrc : AttnQ {
 // fragments read from the cache) or 1 (split mode: kSplitWarps warps stage the block in shared memory with
 // one memory round trip, then share its n-tiles; the block partials go to scratch, laid out [row][query
 // head][key block of the call (nbrow per row)][m, l, o[d]]).
-template <int DMAX>
+template <int DMAX, bool F16>
 __global__ void __launch_bounds__(32 * SPAN)
     attn_span_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows, int Hq,
                      int Hkv, int d, int layer, float scale, float *scratch, int max_spans, int NBC,
@@ -102,21 +111,21 @@ __global__ void __launch_bounds__(32 * SPAN)
         AttnKV<DMAX, 32 * kSplitWarps> kv;
         kv.load_k(Kc, kvd, k0, row.pos, d);
         kv.load_v(Vc, kvd, k0, row.pos, d);
-        attn_stage_q(qh, ql, QS, 16, d, q_row);
-        kv.store_k(kh, kl, QS, d);
-        kv.store_v(vh, vl, d);
+        attn_stage_q<F16>(qh, ql, QS, 16, d, q_row);
+        kv.template store_k<F16>(kh, kl, QS, d);
+        kv.template store_v<F16>(vh, vl, d);
         __syncthreads();
         const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};
         BlockOut bo{mb, lb, ob, G, d, w == 0};
-        attn_block<DMAX>(src, pos, k0, d, scale, bo, w, nw);
+        attn_block<DMAX, SmemSrc, BlockOut, false, F16>(src, pos, k0, d, scale, bo, w, nw);
     } else {
-        attn_stage_q(qh, ql, QS, 16, d, q_row);
+        attn_stage_q<F16>(qh, ql, QS, 16, d, q_row);
         __syncthreads();
         for (int b = w; b < nb; b += nw) {
             const int t0 = k0 + b * KB;
-            const CacheSrc src{{qh, ql, QS}, Kc, Vc, kvd, t0, row.pos};
+            const CacheSrc<F16> src{{qh, ql, QS}, Kc, Vc, kvd, t0, row.pos};
             BlockOut bo{mb + b * G, lb + b * G, ob + b * Gd, G, d, true};
-            attn_block<DMAX>(src, pos, t0, d, scale, bo);
+            attn_block<DMAX, CacheSrc<F16>, BlockOut, false, F16>(src, pos, t0, d, scale, bo);
         }
     }
     __syncthreads();
@@ -192,21 +201,31 @@ size_t span_smem(int G, int d, int NBC) {
                 (size_t)NBC * G * d + 2 * (size_t)((NBC * G + 3) & ~3));
 }
 
-template <int DMAX>
-cudaError_t span_launch(dim3 grid, int threads, int G, cudaStream_t stream, const float *q, float *out,
-                        const weft_cu_row *rows, int Hq, int Hkv, int d, int layer, float scale,
-                        float *scratch, int max_spans, int NBC, int nbrow) {
+template <int DMAX, bool F16>
+cudaError_t span_launch_f(dim3 grid, int threads, int G, cudaStream_t stream, const float *q, float *out,
+                          const weft_cu_row *rows, int Hq, int Hkv, int d, int layer, float scale,
+                          float *scratch, int max_spans, int NBC, int nbrow) {
     const size_t smem = span_smem(G, d, NBC);
     // The kernel's shared-memory limit is set to what either mode needs, never lowered: split and non-split
     // launches of the same instance may sit in different cached graphs.
     const size_t most = std::max(span_smem(G, d, 1), span_smem(G, d, SPAN));
     if (most > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<DMAX>,
+        cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<DMAX, F16>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most);
         if (e != cudaSuccess) return e;
     }
-    return weft_pdl_launch(attn_span_kernel<DMAX>, grid, dim3(threads), smem, stream, q, out, rows, Hq, Hkv,
-                           d, layer, scale, scratch, max_spans, NBC, nbrow);
+    return weft_pdl_launch(attn_span_kernel<DMAX, F16>, grid, dim3(threads), smem, stream, q, out, rows, Hq,
+                           Hkv, d, layer, scale, scratch, max_spans, NBC, nbrow);
+}
+
+template <int DMAX>
+cudaError_t span_launch(bool f16, dim3 grid, int threads, int G, cudaStream_t stream, const float *q,
+                        float *out, const weft_cu_row *rows, int Hq, int Hkv, int d, int layer, float scale,
+                        float *scratch, int max_spans, int NBC, int nbrow) {
+    return f16 ? span_launch_f<DMAX, true>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale,
+                                           scratch, max_spans, NBC, nbrow)
+               : span_launch_f<DMAX, false>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale,
+                                            scratch, max_spans, NBC, nbrow);
 }
 
 } // namespace
@@ -231,7 +250,7 @@ extern "C" size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, in
 
 extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n,
                                          int max_pos, int Hq, int Hkv, int d, int layer, float scale,
-                                         float *scratch, int max_context, cudaStream_t stream) {
+                                         float *scratch, int max_context, int f16, cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
     if (!weft_cu_attention_ok(Hq, Hkv, d) || max_pos >= max_context) return cudaErrorInvalidValue;
     const int G = Hq / Hkv, spans = max_pos / (SPAN * KB) + 1,
@@ -244,16 +263,16 @@ extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_
     const dim3 grid((unsigned)n, (unsigned)Hkv, (unsigned)(spans * (SPAN / NBC)));
     cudaError_t e;
     if (d <= 32)
-        e = span_launch<32>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<32>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                             max_spans, NBC, nbrow);
     else if (d <= 64)
-        e = span_launch<64>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<64>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                             max_spans, NBC, nbrow);
     else if (d <= 128)
-        e = span_launch<128>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<128>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                              max_spans, NBC, nbrow);
     else
-        e = span_launch<256>(grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
+        e = span_launch<256>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
                              max_spans, NBC, nbrow);
     if (e != cudaSuccess) return e;
     if (spans > 1 || split) return combine_launch(out, rows, n, Hq, d, scratch, max_spans, nbrow, stream);

@@ -72,7 +72,7 @@ __device__ __forceinline__ void head_norm(const float *x, const float *wn, int d
     for (int i = lane; i < d; i += 32) y[i] = wn[i] * (x[i] * inv);
 }
 
-template <int DMAX>
+template <int DMAX, bool F16>
 __global__ void __launch_bounds__(kThreads)
     attn_decode_kernel(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
                        float *out, uint32_t *xf, float *xs, bool xf16, const weft_cu_row *__restrict__ rows, int Hq,
@@ -143,15 +143,15 @@ __global__ void __launch_bounds__(kThreads)
             Vc[(size_t)pos * kvd + c] = vnew[c];
         }
     }
-    attn_stage_q(qh, ql, QS, 16, d, [&](int g) -> const float * { return g < G ? xg + g * d : nullptr; });
-    kv.store_k(kh, kl, QS, d);
-    kv.store_v(vh, vl, d);
+    attn_stage_q<F16>(qh, ql, QS, 16, d, [&](int g) -> const float * { return g < G ? xg + g * d : nullptr; });
+    kv.template store_k<F16>(kh, kl, QS, d);
+    kv.template store_v<F16>(vh, vl, d);
     __syncthreads(); // the planes are staged; xg (the rotated q) is free for o_b
     {
         const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};
         BlockOut bo{mb, lb, xg, G, d, w == 0};
         const int p2[2] = {pos, pos}; // padded rows (heads past G) are computed and never stored
-        attn_block<DMAX, SmemSrc, BlockOut, true>(src, p2, t0, d, scale, bo, w, kWarps, sx);
+        attn_block<DMAX, SmemSrc, BlockOut, true, F16>(src, p2, t0, d, scale, bo, w, kWarps, sx);
     }
     __syncthreads();
     // Records per head: [head][key block, then span totals][m, l, o[d]]; record(g, b, c, ...) stores output c
@@ -238,7 +238,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The kernel instance for head dims up to DMAX.
-template <int DMAX> constexpr auto kernel_for = attn_decode_kernel<DMAX>;
+template <int DMAX, bool F16> constexpr auto kernel_for = attn_decode_kernel<DMAX, F16>;
+template <bool F16> auto kernel_d(int d) {
+    return d <= 32 ? kernel_for<32, F16> : d <= 64 ? kernel_for<64, F16> : d <= 128 ? kernel_for<128, F16>
+                                                                                     : kernel_for<256, F16>;
+}
 
 } // namespace
 
@@ -255,7 +259,7 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
                                                 int max_pos, int Hq, int Hkv, int d, int layer, float scale,
                                                 const weft_cu_rope *rope, const float *q_norm,
                                                 const float *k_norm, float eps, float *scratch,
-                                                int max_context, int *counters, cudaStream_t stream) {
+                                                int max_context, int *counters, int f16, cudaStream_t stream) {
     if (!weft_cu_attention_ok(Hq, Hkv, d) || n < 1 || n > 65535 || max_pos < 0 || max_pos >= max_context ||
         !counters || rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq) ||
         !q_norm != !k_norm)
@@ -266,10 +270,7 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
     if (xq && (xq->K != (int64_t)Hq * d || (G * d) % 32)) return cudaErrorNotSupported;
     uint32_t *xf = xq ? xq->f : nullptr;
     float *xs = xq ? xq->s : nullptr;
-    const auto kernel = d <= 32    ? kernel_for<32>
-                        : d <= 64  ? kernel_for<64>
-                        : d <= 128 ? kernel_for<128>
-                                   : kernel_for<256>;
+    const auto kernel = f16 ? kernel_d<true>(d) : kernel_d<false>(d);
     // The limit is raised to the device's maximum when this launch needs more than the default, never lowered
     // (launches of other shapes share the instance and may sit in cached graphs); a shape past the maximum is
     // refused, and the caller takes the separate kernels (they need less shared memory).

@@ -50,7 +50,7 @@ template <int DMAX> struct SpanFold {
     }
 };
 
-template <int DMAX>
+template <int DMAX, bool F16>
 __global__ void __launch_bounds__(kWarps * 32, 3)
     attn_tile_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows,
                      const weft_cu_tile *__restrict__ tiles, int Hq, int Hkv, int d, int layer, float scale,
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     const float *Kc = row0.kv + (size_t)(2 * layer) * (size_t)row0.cap * (size_t)kvd + (size_t)j * d;
     const float *Vc = Kc + (size_t)row0.cap * (size_t)kvd;
 
-    attn_stage_q(qh, ql, QS, kRowHeads, d, [&](int rh) -> const float * {
+    attn_stage_q<F16>(qh, ql, QS, kRowHeads, d, [&](int rh) -> const float * {
         const int rr = rh / G;
         return rr < nr ? Q + ((size_t)(r0 + rr) * Hq + (size_t)j * G + rh % G) * d : nullptr;
     });
@@ -98,15 +98,15 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
         {                // K, then V (registers are short here: os holds 64)
             AttnKV<DMAX, kWarps * 32> kv;
             kv.load_k(Kc, kvd, t0, P, d);
-            kv.store_k(kh, kl, QS, d);
+            kv.template store_k<F16>(kh, kl, QS, d);
             kv.load_v(Vc, kvd, t0, P, d);
-            kv.store_v(vh, vl, d);
+            kv.template store_v<F16>(vh, vl, d);
         }
         __syncthreads();
         sf.live[0] = pos[0] >= t0;
         sf.live[1] = pos[1] >= t0;
         if (!__any_sync(0xffffffffu, sf.live[0] || sf.live[1])) continue; // the warp's rows end before kb
-        attn_block<DMAX>(src, pos, t0, d, scale, sf);
+        attn_block<DMAX, SmemSrc, SpanFold<DMAX>, false, F16>(src, pos, t0, d, scale, sf);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (!sf.live[r] || (kb != pos[r] / KB && kb != kb1 - 1))
@@ -138,18 +138,28 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     }
 }
 
-template <int DMAX>
-cudaError_t launch_tiles(dim3 grid, const float *q, float *out, const weft_cu_row *rows,
-                         const weft_cu_tile *tiles, int Hq, int Hkv, int d, int layer, float scale,
-                         float *scratch, int max_spans, cudaStream_t stream) {
+template <int DMAX, bool F16>
+cudaError_t launch_tiles_f(dim3 grid, const float *q, float *out, const weft_cu_row *rows,
+                           const weft_cu_tile *tiles, int Hq, int Hkv, int d, int layer, float scale,
+                           float *scratch, int max_spans, cudaStream_t stream) {
     const size_t smem = 4 * tile_smem_words(d);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX>,
+        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX, F16>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    return weft_pdl_launch(attn_tile_kernel<DMAX>, grid, dim3(kWarps * 32), smem, stream, q, out, rows, tiles,
-                           Hq, Hkv, d, layer, scale, scratch, max_spans);
+    return weft_pdl_launch(attn_tile_kernel<DMAX, F16>, grid, dim3(kWarps * 32), smem, stream, q, out, rows,
+                           tiles, Hq, Hkv, d, layer, scale, scratch, max_spans);
+}
+
+template <int DMAX>
+cudaError_t launch_tiles(bool f16, dim3 grid, const float *q, float *out, const weft_cu_row *rows,
+                         const weft_cu_tile *tiles, int Hq, int Hkv, int d, int layer, float scale,
+                         float *scratch, int max_spans, cudaStream_t stream) {
+    return f16 ? launch_tiles_f<DMAX, true>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch,
+                                            max_spans, stream)
+               : launch_tiles_f<DMAX, false>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch,
+                                             max_spans, stream);
 }
 
 } // namespace
@@ -169,18 +179,18 @@ extern "C" int weft_cu_attention_tile_rows(int Hq, int Hkv) {
 extern "C" cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows, int n,
                                                int max_pos, const weft_cu_tile *tiles, int n_tiles, int Hq,
                                                int Hkv, int d, int layer, float scale, float *scratch,
-                                               int max_context, cudaStream_t stream) {
+                                               int max_context, int f16, cudaStream_t stream) {
     if (n_tiles <= 0) return cudaSuccess;
     if (!weft_cu_attention_tiles_ok(Hq, Hkv, d) || max_pos >= max_context) return cudaErrorInvalidValue;
     const int spans = max_pos / (SPAN * KB) + 1, max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
     const dim3 grid((unsigned)n_tiles, (unsigned)Hkv, (unsigned)spans);
     cudaError_t e;
     if (d <= 32)
-        e = launch_tiles<32>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
+        e = launch_tiles<32>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
     else if (d <= 64)
-        e = launch_tiles<64>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
+        e = launch_tiles<64>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
     else
-        e = launch_tiles<128>(grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans,
+        e = launch_tiles<128>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans,
                               stream);
     if (e != cudaSuccess || spans == 1) return e;
     return weft_cu_attention_combine(out, rows, n, Hq, d, scratch, max_context, stream);

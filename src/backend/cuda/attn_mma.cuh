@@ -13,6 +13,9 @@
 //   l_b = Σ p: the lane's 8 values in order (n-tile 0..3, column 2t then 2t + 1), then the quad's xor tree
 //   (1, then 2);
 //   o_b = P·V with the same split of p and v, per 8-dim n-tile of the output, keys in k steps of 16 in order.
+// F16 (--activations f16): every operand is rounded to f16 instead (q4_f16_clamp, nearest even) and a product
+// is the one f16 tensor-core term hi·hi (lo = 0: the small-term mma are skipped, and (big + 0) is big), the
+// rest as above; the kernels of one call all take the same F16.
 // Every output element of an mma depends only on its own row and column, so a row's (m_b, l_b, o_b) do not
 // depend on which slot of the m-tile it sits in or on the other rows (bench_cuda_attention checks the decode
 // and prefill kernels against each other bit for bit). The block partials then fold as attn_common.cuh says.
@@ -24,11 +27,18 @@
 
 #include <stdint.h>
 
-// hi = bf16x2(RN(a), RN(b)), lo = bf16x2(RN(a − hi_a), RN(b − hi_b)); a in the low half.
+// hi = bf16x2(RN(a), RN(b)), lo = bf16x2(RN(a − hi_a), RN(b − hi_b)); a in the low half. F16: hi = the f16
+// pair of the saturated values (q4_pack_f16x2), lo = 0.
+template <bool F16 = false>
 __device__ __forceinline__ void attn_split(float a, float b, uint32_t &hi, uint32_t &lo) {
-    hi = q4_pack_bf16x2(a, b);
-    lo = q4_pack_bf16x2(__fsub_rn(a, __uint_as_float(hi << 16)),
-                        __fsub_rn(b, __uint_as_float(hi & 0xffff0000u)));
+    if constexpr (F16) {
+        hi = q4_pack_f16x2(q4_f16_clamp(a), q4_f16_clamp(b));
+        lo = 0u;
+    } else {
+        hi = q4_pack_bf16x2(a, b);
+        lo = q4_pack_bf16x2(__fsub_rn(a, __uint_as_float(hi << 16)),
+                            __fsub_rn(b, __uint_as_float(hi & 0xffff0000u)));
+    }
 }
 
 // A key block's per-row results for the lane's two rows of the m-tile (r = 0: row g, r = 1: row g + 8).
@@ -36,7 +46,8 @@ struct AttnBlock {
     float m[2], l[2];
 };
 
-// The block step. src supplies the operand fragments as hi/lo words (see SmemSrc / the decode kernel):
+// The block step. src supplies the operand fragments as hi/lo words (see SmemSrc / the decode kernel; F16:
+// the hi words alone, from src.q1, src.k2h, src.v2h):
 //   src.q(ks, qh[4], ql[4])    A of Q for head dims 16ks .. 16ks+15 (a0..a3 of m16n8k16);
 //   src.k2(ks, np, kh[4], kl[4])  B of Kᵀ for those dims and the keys of n-tiles 2np, 2np + 1 (t0 + 16np ..
 //                                 t0 + 16np + 15): b0, b1 of the first, then of the second;
@@ -50,7 +61,7 @@ struct AttnBlock {
 // thread block; sx: shared memory [16][32] floats), warp w_share < 4 computes only the scores of n-tile
 // w_share and every warp reads all of them back: each score is the same mma sequence on the same operands
 // whichever warp computes it, so the bits are those of the redundant form. Contains two block barriers.
-template <int DMAX, class Src, class Out, bool SHARED_SCORES = false>
+template <int DMAX, class Src, class Out, bool SHARED_SCORES = false, bool F16 = false>
 __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int t0, int d, float scale,
                                            Out &out, int w_share = 0, int nw_share = 1, float *sx = nullptr) {
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
@@ -68,17 +79,25 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
         for (int ks = 0; ks < DMAX / 16; ks++) {
             if (ks * 16 >= d) break;
             uint32_t qh[4], ql[4];
-            src.q(ks, qh, ql);
+            if constexpr (F16)
+                src.q1(ks, qh);
+            else
+                src.q(ks, qh, ql);
 #pragma unroll
             for (int np = 0; np < 2; np++) {
                 uint32_t kh[4], kl[4];
-                src.k2(ks, np, kh, kl);
+                if constexpr (F16)
+                    src.k2h(ks, np, kh);
+                else
+                    src.k2(ks, np, kh, kl);
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int nt = 2 * np + h;
-                    q4_mma(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
-                    q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
-                    q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[2 * h], kh[2 * h + 1]);
+                    q4_mma<F16>(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
+                    if constexpr (!F16) {
+                        q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
+                        q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[2 * h], kh[2 * h + 1]);
+                    }
                 }
             }
         }
@@ -96,13 +115,20 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
             for (int ks = 0; ks < DMAX / 16; ks++) {
                 if (ks * 16 >= d) break;
                 uint32_t qh[4], ql[4], kh[4], kl[4];
-                src.q(ks, qh, ql);
-                src.k2(ks, np, kh, kl);
-                const uint32_t bh0 = h ? kh[2] : kh[0], bh1 = h ? kh[3] : kh[1], bl0 = h ? kl[2] : kl[0],
-                               bl1 = h ? kl[3] : kl[1];
-                q4_mma(sb, qh[0], qh[1], qh[2], qh[3], bh0, bh1);
-                q4_mma(ss, qh[0], qh[1], qh[2], qh[3], bl0, bl1);
-                q4_mma(ss, ql[0], ql[1], ql[2], ql[3], bh0, bh1);
+                if constexpr (F16) {
+                    src.q1(ks, qh);
+                    src.k2h(ks, np, kh);
+                } else {
+                    src.q(ks, qh, ql);
+                    src.k2(ks, np, kh, kl);
+                }
+                const uint32_t bh0 = h ? kh[2] : kh[0], bh1 = h ? kh[3] : kh[1];
+                q4_mma<F16>(sb, qh[0], qh[1], qh[2], qh[3], bh0, bh1);
+                if constexpr (!F16) {
+                    const uint32_t bl0 = h ? kl[2] : kl[0], bl1 = h ? kl[3] : kl[1];
+                    q4_mma(ss, qh[0], qh[1], qh[2], qh[3], bl0, bl1);
+                    q4_mma(ss, ql[0], ql[1], ql[2], ql[3], bh0, bh1);
+                }
             }
 #pragma unroll
             for (int i = 0; i < 4; i++)
@@ -150,10 +176,10 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
     uint32_t ph[2][4], pl[2][4];
 #pragma unroll
     for (int kk = 0; kk < 2; kk++) {
-        attn_split(p[2 * kk][0], p[2 * kk][1], ph[kk][0], pl[kk][0]);
-        attn_split(p[2 * kk][2], p[2 * kk][3], ph[kk][1], pl[kk][1]);
-        attn_split(p[2 * kk + 1][0], p[2 * kk + 1][1], ph[kk][2], pl[kk][2]);
-        attn_split(p[2 * kk + 1][2], p[2 * kk + 1][3], ph[kk][3], pl[kk][3]);
+        attn_split<F16>(p[2 * kk][0], p[2 * kk][1], ph[kk][0], pl[kk][0]);
+        attn_split<F16>(p[2 * kk][2], p[2 * kk][3], ph[kk][1], pl[kk][1]);
+        attn_split<F16>(p[2 * kk + 1][0], p[2 * kk + 1][1], ph[kk][2], pl[kk][2]);
+        attn_split<F16>(p[2 * kk + 1][2], p[2 * kk + 1][3], ph[kk][3], pl[kk][3]);
     }
 #pragma unroll
     for (int nt = 0; nt < DMAX / 8; nt++) {
@@ -161,12 +187,17 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
         if (nw_share > 1 && nt % nw_share != w_share) continue;
         float ob[4] = {0.0f, 0.0f, 0.0f, 0.0f}, os[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         uint32_t vh[4], vl[4];
-        src.v2(nt, vh, vl);
+        if constexpr (F16)
+            src.v2h(nt, vh);
+        else
+            src.v2(nt, vh, vl);
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) {
-            q4_mma(ob, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vh[2 * kk], vh[2 * kk + 1]);
-            q4_mma(os, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vl[2 * kk], vl[2 * kk + 1]);
-            q4_mma(os, pl[kk][0], pl[kk][1], pl[kk][2], pl[kk][3], vh[2 * kk], vh[2 * kk + 1]);
+            q4_mma<F16>(ob, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vh[2 * kk], vh[2 * kk + 1]);
+            if constexpr (!F16) {
+                q4_mma(os, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vl[2 * kk], vl[2 * kk + 1]);
+                q4_mma(os, pl[kk][0], pl[kk][1], pl[kk][2], pl[kk][3], vh[2 * kk], vh[2 * kk + 1]);
+            }
         }
         float o[4];
 #pragma unroll
@@ -206,6 +237,10 @@ struct AttnQ {
         attn_ldm4(qh + o, a); // matrices: rows 0-7 / 8-15 of dims 0-7, then of dims 8-15 = a0, a1, a2, a3
         attn_ldm4(ql + o, b);
     }
+    __device__ __forceinline__ void q1(int ks, uint32_t a[4]) const { // the hi plane alone (F16)
+        const int lane = threadIdx.x & 31;
+        attn_ldm4(qh + (lane & 15) * qs + 8 * ks + 4 * (lane >> 4), a);
+    }
 };
 
 // K and V staged in shared memory too (the prefill kernel and split-mode decode: warps share them).
@@ -223,6 +258,15 @@ struct SmemSrc : AttnQ {
         const int lane = threadIdx.x & 31, o = (8 * nt + (lane & 7)) * kAttnVS + 4 * (lane >> 3);
         attn_ldm4(vh + o, h);
         attn_ldm4(vl + o, l);
+    }
+    // the hi planes alone (F16: the lo planes are not staged)
+    __device__ __forceinline__ void k2h(int ks, int np, uint32_t h[4]) const {
+        const int lane = threadIdx.x & 31;
+        attn_ldm4(kh + (16 * np + 8 * (lane >> 4) + (lane & 7)) * qs + 8 * ks + 4 * ((lane >> 3) & 1), h);
+    }
+    __device__ __forceinline__ void v2h(int nt, uint32_t h[4]) const {
+        const int lane = threadIdx.x & 31;
+        attn_ldm4(vh + (8 * nt + (lane & 7)) * kAttnVS + 4 * (lane >> 3), h);
     }
 };
 
@@ -251,15 +295,17 @@ struct BlockOut {
     }
 };
 
-// Stages 8 consecutive fp32 values (two float4) as hi and lo words at word offset w of the two planes.
+// Stages 8 consecutive fp32 values (two float4) as hi and lo words at word offset w of the two planes (F16:
+// the f16 words into the hi plane; the lo plane is not read).
+template <bool F16 = false>
 __device__ __forceinline__ void attn_stage8(uint32_t *hi, uint32_t *lo, int w, float4 a, float4 b) {
     uint4 h, l;
-    attn_split(a.x, a.y, h.x, l.x);
-    attn_split(a.z, a.w, h.y, l.y);
-    attn_split(b.x, b.y, h.z, l.z);
-    attn_split(b.z, b.w, h.w, l.w);
+    attn_split<F16>(a.x, a.y, h.x, l.x);
+    attn_split<F16>(a.z, a.w, h.y, l.y);
+    attn_split<F16>(b.x, b.y, h.z, l.z);
+    attn_split<F16>(b.z, b.w, h.w, l.w);
     *reinterpret_cast<uint4 *>(hi + w) = h;
-    *reinterpret_cast<uint4 *>(lo + w) = l;
+    if constexpr (!F16) *reinterpret_cast<uint4 *>(lo + w) = l;
 }
 
 // The K rows and Vᵀ columns of the key block t0 .. t0 + KB − 1 of one kv head (K, V: its column 0 at position
@@ -285,12 +331,12 @@ template <int DMAX, int NT> struct AttnKV {
             }
         }
     }
-    __device__ __forceinline__ void store_k(uint32_t *kh, uint32_t *kl, int qs, int d) const {
+    template <bool F16 = false> __device__ __forceinline__ void store_k(uint32_t *kh, uint32_t *kl, int qs, int d) const {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < KI; u++) {
             const int i = threadIdx.x + u * NT;
-            if (i < KB * d8) attn_stage8(kh, kl, (i / d8) * qs + 4 * (i % d8), k[u][0], k[u][1]);
+            if (i < KB * d8) attn_stage8<F16>(kh, kl, (i / d8) * qs + 4 * (i % d8), k[u][0], k[u][1]);
         }
     }
     // V: a thread takes a key pair and 8 dims: word (dim, pair) of Vᵀ = (v[key 2kp][dim], v[2kp + 1][dim])
@@ -341,7 +387,7 @@ template <int DMAX, int NT> struct AttnKV {
             }
         }
     }
-    __device__ __forceinline__ void store_v(uint32_t *vh, uint32_t *vl, int d) const {
+    template <bool F16 = false> __device__ __forceinline__ void store_v(uint32_t *vh, uint32_t *vl, int d) const {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < VI; u++) {
@@ -352,9 +398,9 @@ template <int DMAX, int NT> struct AttnKV {
 #pragma unroll
             for (int e = 0; e < 8; e++) {
                 uint32_t h, l;
-                attn_split(v0[e], v1[e], h, l);
+                attn_split<F16>(v0[e], v1[e], h, l);
                 vh[(8 * c + e) * kAttnVS + kp] = h;
-                vl[(8 * c + e) * kAttnVS + kp] = l;
+                if constexpr (!F16) vl[(8 * c + e) * kAttnVS + kp] = l;
             }
         }
     }
@@ -362,7 +408,7 @@ template <int DMAX, int NT> struct AttnKV {
 
 // Stages a Q tile of nrows rows of d values (row rh from row_of(rh), a pointer to d fp32 values, or nullptr
 // for a padded row of zeros) into the planes, with all the block's threads.
-template <class RowOf>
+template <bool F16 = false, class RowOf>
 __device__ __forceinline__ void attn_stage_q(uint32_t *qh, uint32_t *ql, int qs, int nrows, int d,
                                              RowOf row_of) {
     const int d8 = d / 8;
@@ -374,7 +420,7 @@ __device__ __forceinline__ void attn_stage_q(uint32_t *qh, uint32_t *ql, int qs,
             a = *reinterpret_cast<const float4 *>(src + 8 * c);
             b = *reinterpret_cast<const float4 *>(src + 8 * c + 4);
         }
-        attn_stage8(qh, ql, rh * qs + 4 * c, a, b);
+        attn_stage8<F16>(qh, ql, rh * qs + 4 * c, a, b);
     }
 }
 

@@ -279,13 +279,15 @@ cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu
  * weft_cu_attention_ok(Hq, Hkv, d): Hq/Hkv <= 16 query heads per kv head, d % 16 == 0, d <= 256, and a device
  * allowing weft_cu_attention_smem(Hq, Hkv, d) bytes of shared memory per block (0 for a shape not ok);
  * returns cudaErrorInvalidValue for a shape not ok or max_pos >= max_context. Keys past a row's position are
- * never read into its result (they may hold anything). */
+ * never read into its result (they may hold anything). f16 (--activations f16): every operand (q, K, V, p)
+ * is rounded to f16 instead (magnitudes past 65504 saturated) and each product is one f16 tensor-core term;
+ * the same for every attention kernel given the same f16 (attn_mma.cuh). */
 #define WEFT_CU_ATTN_KB   32
 #define WEFT_CU_ATTN_SPAN 8
 int weft_cu_attention_ok(int Hq, int Hkv, int d);
 size_t weft_cu_attention_smem(int Hq, int Hkv, int d);
 cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos, int Hq,
-                              int Hkv, int d, int layer, float scale, float *scratch, int max_context,
+                              int Hkv, int d, int layer, float scale, float *scratch, int max_context, int f16,
                               cudaStream_t stream);
 size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, int max_context);
 
@@ -311,7 +313,7 @@ int weft_cu_attention_tile_rows(int Hq, int Hkv);
 size_t weft_cu_attention_tiles_smem(int d);
 cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos,
                                     const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
-                                    float scale, float *scratch, int max_context, cudaStream_t stream);
+                                    float scale, float *scratch, int max_context, int f16, cudaStream_t stream);
 
 /* Folds the span partials in scratch (laid out [row][query head][span of max_context][m, l, o[d]]) of every
  * row among rows 0..n-1 whose keys exceed one span, in ascending order, and writes o / l (attention.cu). */
@@ -337,14 +339,16 @@ cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n
  * row table and the rows' cache entries before their positions are read before the kernel waits for its
  * predecessor (PDL; an exception to pdl.cuh's rule): the kernel launched just before it on the stream must
  * not write them, and every writer on another stream must be complete (forward.c: the q|k|v matmul; cache
- * entries are written by earlier forwards, each synchronized, and by snapshot restores, synchronized too). */
+ * entries are written by earlier forwards, each synchronized, and by snapshot restores, synchronized too).
+ * f16: weft_cu_attention's f16 arithmetic (independent of xq->f16, which only says how the words are
+ * written). */
 int weft_cu_attention_decode_counters(int n_rows, int Hkv);
 size_t weft_cu_attention_decode_scratch_floats(int n_rows, int Hq, int d);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                      const weft_cu_xq *xq, const weft_cu_row *rows, int n, int max_pos,
                                      int Hq, int Hkv, int d, int layer, float scale, const weft_cu_rope *rope,
                                      const float *q_norm, const float *k_norm, float eps, float *scratch,
-                                     int max_context, int *counters, cudaStream_t stream);
+                                     int max_context, int *counters, int f16, cudaStream_t stream);
 
 /* g[i] = silu(g[i])·u[i] = g/(1 + exp(−g))·u for i < n. */
 cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream);

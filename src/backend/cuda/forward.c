@@ -147,7 +147,7 @@ static weft_status attn_fused(cu_backend *b, const cu_layer *ly, int n, int l, f
         const cudaError_t e = weft_cu_attention_decode(
             b->q, b->k, b->v, b->att, xq ? &q : NULL, b->d_rows, n, b->max_pos, (int)b->Hq, (int)b->Hkv,
             (int)b->d, l, scale, &b->rope, ly->q_norm, ly->k_norm, b->eps, b->attn_scratch, b->max_context,
-            b->attn_counters, b->stream);
+            b->attn_counters, b->act_f16, b->stream);
         if (e == cudaErrorNotSupported && rep == 0) return WEFT_OK;
         if (e != cudaSuccess) return cu_fail(err, e, "attention (one kernel)");
     }
@@ -179,11 +179,13 @@ static weft_status attn_separate(cu_backend *b, int n, int l, float scale, weft_
     if (b->n_tiles > 0) {
         STAGE(WEFT_CU_T_ATTN,
               LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, n, b->max_pos, b->d_tiles, b->n_tiles,
-                                             Hq, Hkv, d, l, scale, b->attn_scratch, b->max_context, st),
+                                             Hq, Hkv, d, l, scale, b->attn_scratch, b->max_context, b->act_f16,
+                                             st),
                      "attention"));
     } else {
         STAGE(WEFT_CU_T_ATTN, LAUNCH(weft_cu_attention(b->q, b->att, b->d_rows, n, b->max_pos, Hq, Hkv, d, l,
-                                                       scale, b->attn_scratch, b->max_context, st),
+                                                       scale, b->attn_scratch, b->max_context, b->act_f16,
+                                                       st),
                                      "attention"));
     }
     return WEFT_OK;
