@@ -187,10 +187,10 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
         worst = fmax(worst, ref_check(c, q, rows[r].kv == kv[0] ? cache0 : cache1, b, r, rows[r].pos));
     EXPECT(bad_rows == 0, "attention tiles %d/%d d=%d: %d of %d rows differ from the per-row kernel", c.Hq,
            c.Hkv, c.d, bad_rows, n);
-    EXPECT(worst < (f16 ? 5e-3 : 1e-5), "attention tiles %d/%d d=%d f16=%d: worst %.3g", c.Hq, c.Hkv, c.d, f16,
-           worst);
-    printf("attention tiles %2d/%d d=%-3d rows=%-4d tiles=%-3d %s worst=%.1e same bits as per-row: %s\n", c.Hq,
-           c.Hkv, c.d, n, (int)tiles.size(), f16 ? "f16 " : "fp32", worst, bad_rows ? "FAIL" : "ok");
+    EXPECT(worst < (f16 ? 5e-3 : 1e-5), "attention tiles %d/%d d=%d f16=%d: worst %.3g", c.Hq, c.Hkv, c.d,
+           f16, worst);
+    printf("attention tiles %2d/%d d=%-3d rows=%-4d tiles=%-3d %s worst=%.1e same bits as per-row: %s\n",
+           c.Hq, c.Hkv, c.d, n, (int)tiles.size(), f16 ? "f16 " : "fp32", worst, bad_rows ? "FAIL" : "ok");
     cudaFree(dq);
     cudaFree(da);
     cudaFree(db);
@@ -219,7 +219,8 @@ void time_prefill(const Case &c, int ctx, int f16 = 0) {
     const float scale = 1.0f / sqrtf((float)c.d);
     const double t0 = time_ms(
         [&] {
-            weft_cu_attention(dq, dout, drows, n, ctx - 1, c.Hq, c.Hkv, c.d, 0, scale, scratch, c.cap, f16, 0);
+            weft_cu_attention(dq, dout, drows, n, ctx - 1, c.Hq, c.Hkv, c.d, 0, scale, scratch, c.cap, f16,
+                              0);
         },
         1, 5);
     const double t1 = time_ms(

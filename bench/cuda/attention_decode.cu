@@ -113,7 +113,8 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
         CK(weft_cu_rmsnorm(A.k, c.d, A.k, c.d, nullptr, dnk, n * c.Hkv, c.d, eps, 0));
     }
     CK(weft_cu_rope_store(A.q, A.k, A.v, A.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, 0));
-    CK(weft_cu_attention(A.q, A.out, A.rows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, f16, 0));
+    CK(weft_cu_attention(A.q, A.out, A.rows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, f16,
+                         0));
     CK(weft_cu_xq_prep(A.out, qd, n, &xa, 0));
     std::vector<float> out1, xs1;
     std::vector<std::vector<float>> kv1(n);
@@ -244,8 +245,8 @@ void time_stage(int pos, int n = 1) {
     const double sep = time_ms([&] {
         for (int i = 0; i < N; i++) {
             CK(weft_cu_rope_store(B.q, B.k, B.v, B.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, 0));
-            CK(weft_cu_attention(B.q, B.out, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale, B.scratch, c.cap,
-                                 0, 0));
+            CK(weft_cu_attention(B.q, B.out, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale, B.scratch, c.cap, 0,
+                                 0));
             CK(weft_cu_xq_prep(B.out, qd, n, &xb, 0));
         }
     });

@@ -515,11 +515,11 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     W.release();
 }
 
-// f16 activations (weft_cu_xq.f16, Q4_0 only): every path on an f16 buffer prepared from x gives the same bits
-// as the dispatch, at every M, plain and with bias + accumulate, and those values are the products of the
-// rounded activations x' = f16(x): relative L2 <= 1e-5 per output row against the fp32-activation kernel on
-// x'; the SwiGLU epilogue's f16 words == weft_cu_xq_prep's f16 words of its output; other layouts refuse an
-// f16 buffer. With timing: the wgmma GEMM on hi/lo activations against its f16 form, M = 64 .. 512.
+// f16 activations (weft_cu_xq.f16, Q4_0 only): every path on an f16 buffer prepared from x gives the same
+// bits as the dispatch, at every M, plain and with bias + accumulate, and those values are the products of
+// the rounded activations x' = f16(x): relative L2 <= 1e-5 per output row against the fp32-activation kernel
+// on x'; the SwiGLU epilogue's f16 words == weft_cu_xq_prep's f16 words of its output; other layouts refuse
+// an f16 buffer. With timing: the wgmma GEMM on hi/lo activations against its f16 form, M = 64 .. 512.
 void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     Weight W = make_weight(L, N, K, 5151 + (uint64_t)L.mode * 3 + (uint64_t)L.group);
     const int MAXM = 512;
@@ -596,8 +596,8 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                 }
                 const bool eq = !memcmp(gv.data(), base.data(), (size_t)M * N * sizeof(float));
                 bad += !eq;
-                EXPECT(eq, "%s %lldx%lld f16 %s: M=%d mode %d differs from the dispatch", L.name, (long long)N,
-                       (long long)K, gname[p], M, mode);
+                EXPECT(eq, "%s %lldx%lld f16 %s: M=%d mode %d differs from the dispatch", L.name,
+                       (long long)N, (long long)K, gname[p], M, mode);
             }
         }
     }
@@ -635,7 +635,8 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             CK(weft_cu_xq_prep(dy2, I, M, &xp, 0));
             const bool ok = dev_download(xw.f, (size_t)M * I) == dev_download(xp.f, (size_t)M * I);
             bad += !ok;
-            EXPECT(ok, "%s f16: SwiGLU epilogue words differ from the f16 prep of its output (M=%d)", L.name, M);
+            EXPECT(ok, "%s f16: SwiGLU epilogue words differ from the f16 prep of its output (M=%d)", L.name,
+                   M);
             for (weft_cu_xq *q : {&xw, &xp}) {
                 cudaFree(q->f);
                 cudaFree(q->s);
@@ -770,9 +771,9 @@ int main(int argc, char **argv) {
         if (L.mode != WEFT_CU_OFF8) continue; // the other shapes: Q4_0 (the llama.cpp comparison) only
         check_q4x_f16(L, 28672, 4096, true);
         check_q4x_f16(L, 4096, 14336, true);
-        check_q4x(L, 28672, 4096, true);      // gate|up fused
-        check_q4x(L, 6144, 4096, true);       // q|k|v fused
-        check_q4x(L, 4096, 14336, true);      // down
+        check_q4x(L, 28672, 4096, true); // gate|up fused
+        check_q4x(L, 6144, 4096, true);  // q|k|v fused
+        check_q4x(L, 4096, 14336, true); // down
         if (getenv("WEFT_MATMUL_QUICK")) continue;
         check_q4x(L, 4096, 4096, true); // o
         check_q4x(L, 1024, 4096, true); // k or v alone (before fusion)

@@ -198,9 +198,13 @@ int main(int argc, char **argv) {
     }
     double t_fill = weft_now() - t0;
     const int cap = (P + G + 16 > 8200 ? P + G + 16 : 8200), max_slots = 64;
-    weft_cuda_backend_opts o = {
-        0, max_slots, 256, cap > 128 ? cap : 128, 0, getenv("WEFT_NO_GRAPHS") != NULL,
-        getenv("WEFT_F16") != NULL}; /* WEFT_F16: --activations f16 */
+    weft_cuda_backend_opts o = {0,
+                                max_slots,
+                                256,
+                                cap > 128 ? cap : 128,
+                                0,
+                                getenv("WEFT_NO_GRAPHS") != NULL,
+                                getenv("WEFT_F16") != NULL}; /* WEFT_F16: --activations f16 */
     weft_backend be;
     t0 = weft_now();
     if (weft_cuda_backend_new(&cfg, ts, &o, &be, &err)) {

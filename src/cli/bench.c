@@ -124,7 +124,8 @@ int cmd_bench(const cli_options *o) {
     if (chunk > np) chunk = np;
     weft_err err = {0};
     weft_backend be = {0};
-    weft_backend_opts bo = {o->backend, cli_threads(o), N, chunk > N ? chunk : N, np + ng, o->activations, o->device};
+    weft_backend_opts bo = {o->backend, cli_threads(o), N,        chunk > N ? chunk : N,
+                            np + ng,    o->activations, o->device};
     weft_backend_plan plan;
     weft_status bst = weft_model_backend_plan(m, &bo, &be, &plan, &err);
     if (bst) {

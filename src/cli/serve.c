@@ -215,7 +215,8 @@ int cmd_serve(const cli_options *o) {
     const int ctx_cap = o->context > 0 ? o->context : weft_model_context(m);
     int rows = o->chunk > 0 ? o->chunk : 256;
     if (ctx_cap > 0 && rows > ctx_cap) rows = ctx_cap;
-    weft_backend_opts bo = {o->backend, cli_threads(o), parallel, rows, o->context, o->activations, o->device};
+    weft_backend_opts bo = {o->backend, cli_threads(o), parallel, rows,
+                            o->context, o->activations, o->device};
     weft_backend_plan plan;
     if (weft_model_backend_plan(m, &bo, &be, &plan, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);

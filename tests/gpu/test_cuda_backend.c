@@ -258,8 +258,7 @@ static void test_fixture(const char *name, bool f16) {
             if (dd / fmax(1.0, fabs(ref)) > worst) worst = dd / fmax(1.0, fabs(ref));
         }
         CHECK_MSG(bad == 0, "%s: %d logits outside 1e-3·max(1,|ref|) (worst %.3g)", name, bad, worst);
-        for (int i = 0; i < f.n_greedy; i++)
-            greedy_bad += draws[f.n_prompt - 1 + i] != f.ids[f.n_prompt + i];
+        for (int i = 0; i < f.n_greedy; i++) greedy_bad += draws[f.n_prompt - 1 + i] != f.ids[f.n_prompt + i];
         CHECK_MSG(greedy_bad == 0, "%s: %d greedy draws differ from the golden ids", name, greedy_bad);
     } else { /* worst = the largest per-row relative L2; greedy_bad = top-1 failures past the margin */
         for (int r = 0; r < T; r++) {
@@ -414,9 +413,9 @@ static void test_fixture(const char *name, bool f16) {
     fprintf(stderr,
             "  %-18s %s V=%-5lld rows=%-3d worst=%.2e greedy=%s nograph=%s baseline=%s steps=%s chunks=%s "
             "many=%s caches=%s resumed=%s 16conc=%s drafted=%s  %s\n",
-            name, f16 ? "f16 " : "fp32", (long long)V, T, worst, greedy_bad ? "BAD" : "ok", graphs_eq ? "eq" : "NE",
-            base_eq ? "eq" : "NE", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE", many_eq ? "eq" : "NE",
-            caches_eq ? "eq" : "NE", resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq",
+            name, f16 ? "f16 " : "fp32", (long long)V, T, worst, greedy_bad ? "BAD" : "ok",
+            graphs_eq ? "eq" : "NE", base_eq ? "eq" : "NE", steps_eq ? "eq" : "NE", chunks_eq ? "eq" : "NE",
+            many_eq ? "eq" : "NE", caches_eq ? "eq" : "NE", resumed_eq ? "eq" : "NE", conc_bad ? "NE" : "eq",
             draft_bad ? "NE" : "eq", check_failures_ == fails0 ? "PASS" : "FAIL");
     free(whole);
     free(other);
@@ -502,7 +501,8 @@ static void test_real_shape(const char *path, bool f16) {
             CHECK_MSG(eq[v], "%s: chunks of %d differ from chunks of 512", path, chunks[v]);
         }
         printf("  real shape (%s, %s): %d-token prompt + %d steps, chunks 512 / 24 / 7 / 16: %s / %s / %s\n",
-               path, f16 ? "f16" : "fp32", RS_P, RS_STEPS, eq[1] ? "eq" : "NE", eq[2] ? "eq" : "NE", eq[3] ? "eq" : "NE");
+               path, f16 ? "f16" : "fp32", RS_P, RS_STEPS, eq[1] ? "eq" : "NE", eq[2] ? "eq" : "NE",
+               eq[3] ? "eq" : "NE");
     }
     be.ops->destroy(be.self);
 done:

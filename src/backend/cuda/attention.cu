@@ -263,17 +263,17 @@ extern "C" cudaError_t weft_cu_attention(const float *q, float *out, const weft_
     const dim3 grid((unsigned)n, (unsigned)Hkv, (unsigned)(spans * (SPAN / NBC)));
     cudaError_t e;
     if (d <= 32)
-        e = span_launch<32>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                            max_spans, NBC, nbrow);
+        e = span_launch<32>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale,
+                            scratch, max_spans, NBC, nbrow);
     else if (d <= 64)
-        e = span_launch<64>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                            max_spans, NBC, nbrow);
+        e = span_launch<64>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale,
+                            scratch, max_spans, NBC, nbrow);
     else if (d <= 128)
-        e = span_launch<128>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                             max_spans, NBC, nbrow);
+        e = span_launch<128>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale,
+                             scratch, max_spans, NBC, nbrow);
     else
-        e = span_launch<256>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale, scratch,
-                             max_spans, NBC, nbrow);
+        e = span_launch<256>(f16 != 0, grid, threads, G, stream, q, out, rows, Hq, Hkv, d, layer, scale,
+                             scratch, max_spans, NBC, nbrow);
     if (e != cudaSuccess) return e;
     if (spans > 1 || split) return combine_launch(out, rows, n, Hq, d, scratch, max_spans, nbrow, stream);
     return cudaGetLastError();

@@ -75,8 +75,8 @@ __device__ __forceinline__ void head_norm(const float *x, const float *wn, int d
 template <int DMAX, bool F16>
 __global__ void __launch_bounds__(kThreads)
     attn_decode_kernel(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
-                       float *out, uint32_t *xf, float *xs, bool xf16, const weft_cu_row *__restrict__ rows, int Hq,
-                       int Hkv, int d, int layer, float scale, weft_cu_rope rope,
+                       float *out, uint32_t *xf, float *xs, bool xf16, const weft_cu_row *__restrict__ rows,
+                       int Hq, int Hkv, int d, int layer, float scale, weft_cu_rope rope,
                        const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
                        float *scratch, int nbrow, int *counters) {
     extern __shared__ __align__(16) uint32_t smw[];
@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(kThreads)
             Vc[(size_t)pos * kvd + c] = vnew[c];
         }
     }
-    attn_stage_q<F16>(qh, ql, QS, 16, d, [&](int g) -> const float * { return g < G ? xg + g * d : nullptr; });
+    attn_stage_q<F16>(qh, ql, QS, 16, d,
+                      [&](int g) -> const float * { return g < G ? xg + g * d : nullptr; });
     kv.template store_k<F16>(kh, kl, QS, d);
     kv.template store_v<F16>(vh, vl, d);
     __syncthreads(); // the planes are staged; xg (the rotated q) is free for o_b
@@ -240,8 +241,10 @@ __global__ void __launch_bounds__(kThreads)
 // The kernel instance for head dims up to DMAX.
 template <int DMAX, bool F16> constexpr auto kernel_for = attn_decode_kernel<DMAX, F16>;
 template <bool F16> auto kernel_d(int d) {
-    return d <= 32 ? kernel_for<32, F16> : d <= 64 ? kernel_for<64, F16> : d <= 128 ? kernel_for<128, F16>
-                                                                                     : kernel_for<256, F16>;
+    return d <= 32    ? kernel_for<32, F16>
+           : d <= 64  ? kernel_for<64, F16>
+           : d <= 128 ? kernel_for<128, F16>
+                      : kernel_for<256, F16>;
 }
 
 } // namespace
@@ -259,7 +262,8 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
                                                 int max_pos, int Hq, int Hkv, int d, int layer, float scale,
                                                 const weft_cu_rope *rope, const float *q_norm,
                                                 const float *k_norm, float eps, float *scratch,
-                                                int max_context, int *counters, int f16, cudaStream_t stream) {
+                                                int max_context, int *counters, int f16,
+                                                cudaStream_t stream) {
     if (!weft_cu_attention_ok(Hq, Hkv, d) || n < 1 || n > 65535 || max_pos < 0 || max_pos >= max_context ||
         !counters || rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq) ||
         !q_norm != !k_norm)
@@ -282,6 +286,6 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
         if (e != cudaSuccess) return e;
     }
     return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb, (unsigned)n), dim3(kThreads),
-                           (size_t)smem, stream, q, k, v, out, xf, xs, xq && xq->f16, rows, Hq, Hkv, d, layer, scale, *rope,
-                           q_norm, k_norm, eps, scratch, nkb, counters);
+                           (size_t)smem, stream, q, k, v, out, xf, xs, xq && xq->f16, rows, Hq, Hkv, d, layer,
+                           scale, *rope, q_norm, k_norm, eps, scratch, nkb, counters);
 }

@@ -186,12 +186,14 @@ extern "C" cudaError_t weft_cu_attention_tiles(const float *q, float *out, const
     const dim3 grid((unsigned)n_tiles, (unsigned)Hkv, (unsigned)spans);
     cudaError_t e;
     if (d <= 32)
-        e = launch_tiles<32>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
+        e = launch_tiles<32>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch,
+                             max_spans, stream);
     else if (d <= 64)
-        e = launch_tiles<64>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans, stream);
+        e = launch_tiles<64>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch,
+                             max_spans, stream);
     else
-        e = launch_tiles<128>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch, max_spans,
-                              stream);
+        e = launch_tiles<128>(f16 != 0, grid, q, out, rows, tiles, Hq, Hkv, d, layer, scale, scratch,
+                              max_spans, stream);
     if (e != cudaSuccess || spans == 1) return e;
     return weft_cu_attention_combine(out, rows, n, Hq, d, scratch, max_context, stream);
 }

@@ -331,7 +331,8 @@ template <int DMAX, int NT> struct AttnKV {
             }
         }
     }
-    template <bool F16 = false> __device__ __forceinline__ void store_k(uint32_t *kh, uint32_t *kl, int qs, int d) const {
+    template <bool F16 = false>
+    __device__ __forceinline__ void store_k(uint32_t *kh, uint32_t *kl, int qs, int d) const {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < KI; u++) {
@@ -387,7 +388,8 @@ template <int DMAX, int NT> struct AttnKV {
             }
         }
     }
-    template <bool F16 = false> __device__ __forceinline__ void store_v(uint32_t *vh, uint32_t *vl, int d) const {
+    template <bool F16 = false>
+    __device__ __forceinline__ void store_v(uint32_t *vh, uint32_t *vl, int d) const {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < VI; u++) {

@@ -235,10 +235,11 @@ static const weft_tensor *need(const weft_tensor_set *ts, const char *name, weft
 static weft_status f16_check(const cu_backend *b, const weft_cu_weight *w, const char *name, weft_err *err) {
     if (!b->act_f16 || w->kind != WEFT_CU_Q4F || (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16))
         return WEFT_OK;
-    return weft_err_set(err, WEFT_ENOTSUP,
-                        "cuda: --activations f16 takes Q4_0 4-bit weights; %s is MLX affine 4-bit (run it with "
-                        "--activations fp32)",
-                        name);
+    return weft_err_set(
+        err, WEFT_ENOTSUP,
+        "cuda: --activations f16 takes Q4_0 4-bit weights; %s is MLX affine 4-bit (run it with "
+        "--activations fp32)",
+        name);
 }
 
 /* Plans every matrix (shape and dtype checks, device bytes) before any upload. */

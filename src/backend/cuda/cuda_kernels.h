@@ -287,8 +287,8 @@ cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu
 int weft_cu_attention_ok(int Hq, int Hkv, int d);
 size_t weft_cu_attention_smem(int Hq, int Hkv, int d);
 cudaError_t weft_cu_attention(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos, int Hq,
-                              int Hkv, int d, int layer, float scale, float *scratch, int max_context, int f16,
-                              cudaStream_t stream);
+                              int Hkv, int d, int layer, float scale, float *scratch, int max_context,
+                              int f16, cudaStream_t stream);
 size_t weft_cu_attention_scratch_floats(int n_rows, int Hq, int d, int max_context);
 
 /* A query tile of the prefill attention: rows [r0, r0 + n) of the row table, all of one stream. */
@@ -313,7 +313,8 @@ int weft_cu_attention_tile_rows(int Hq, int Hkv);
 size_t weft_cu_attention_tiles_smem(int d);
 cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_row *rows, int n, int max_pos,
                                     const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
-                                    float scale, float *scratch, int max_context, int f16, cudaStream_t stream);
+                                    float scale, float *scratch, int max_context, int f16,
+                                    cudaStream_t stream);
 
 /* Folds the span partials in scratch (laid out [row][query head][span of max_context][m, l, o[d]]) of every
  * row among rows 0..n-1 whose keys exceed one span, in ascending order, and writes o / l (attention.cu). */

@@ -56,7 +56,7 @@ typedef struct cu_backend {
     weft_cu_tile *d_tiles, *h_tiles;
     int n_tiles;   /* tiles of the current forward; 0 = the per-row attention kernel */
     int tile_rows; /* rows per tile (weft_cu_attention_tile_rows); 0 = tiles not used */
-    bool act_f16; /* --activations f16: the 4-bit products' prepared activations are f16 (weft_cu_xq.f16) */
+    bool act_f16;  /* --activations f16: the 4-bit products' prepared activations are f16 (weft_cu_xq.f16) */
     bool baseline; /* WEFT_CUDA_BASELINE set at creation: session 2's path (no fusion, fp32 x, per-row
                       attention), the same bits — kept to measure the difference */
     /* WEFT_CUDA_TIMING_TWICE (timing experiments only): a mask of WEFT_CU_T_* stages launched twice per

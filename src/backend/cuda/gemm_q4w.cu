@@ -38,7 +38,7 @@
 
 namespace {
 
-constexpr int WR = 64; // activation rows per block (N = 128 columns: hi and lo; N = 64 for H1)
+constexpr int WR = 64;     // activation rows per block (N = 128 columns: hi and lo; N = 64 for H1)
 constexpr int NCONS = 256; // consumer threads: 2 warpgroups, warpgroup v computes weight tiles 4v .. 4v + 3
 constexpr int NPROD = 128; // producer threads: 1 warpgroup, stages the activations
 constexpr int WTHREADS = NCONS + NPROD;
@@ -52,9 +52,9 @@ constexpr int NS = 3;     // stages of B in the ring
 // n8 column block = an activation quad) or hi only (H1: column n = activation row n).
 template <bool H1> struct WShape {
     static constexpr int NB8 = H1 ? WR / 8 : WR / 4; // n8 column blocks of B
-    static constexpr int ND = 4 * NB8;                // accumulators per thread and set
-    static constexpr int NOUT = WR / 2;               // outputs per thread: 2 weight rows x 16 activation rows
-    static constexpr int PW = H1 ? 16 : 32;           // words of a sub-block the producer copies per row
+    static constexpr int ND = 4 * NB8;               // accumulators per thread and set
+    static constexpr int NOUT = WR / 2;              // outputs per thread: 2 weight rows x 16 activation rows
+    static constexpr int PW = H1 ? 16 : 32;          // words of a sub-block the producer copies per row
 };
 
 template <int SB, bool H1> struct alignas(16) WSmem {
@@ -88,8 +88,8 @@ template <int MODE, int SB, bool H1> struct WProd {
     static constexpr int NJ = H1 ? SB / 2 : SB; // sub-blocks per thread
     const uint32_t *x;                          // the part's first word at K block 0 (sub-block j0)
     const float *xs;
-    uint32_t raw0, rxs0, b0, xs0; // shared addresses: raw[0][R][PW·j0 + 16·pp], rxs[0][p], xs[0][p], b[0][2·j0]
-                                  // [n8 block of R][0][core row of R]
+    uint32_t raw0, rxs0, b0, xs0; // shared addresses: raw[0][R][PW·j0 + 16·pp], rxs[0][p], xs[0][p],
+                                  // b[0][2·j0] [n8 block of R][0][core row of R]
     bool ok, xs_ok;
     static constexpr uint32_t RAW_BUF = sizeof(uint32_t) * WR * (Sh::PW * SB + 4),
                               B_STEP = sizeof(uint32_t) * Sh::NB8 * 64, B_STAGE = 2 * SB * B_STEP,
@@ -157,8 +157,8 @@ struct WPend {
 // The producer warpgroup: K block i of the walk is copied (cp.async, one block ahead), transposed into stage
 // i % NS once the consumers have released it, and handed over (FULL).
 template <int MODE, int SB, bool H1>
-__device__ __forceinline__ void w_producer(WSmem<SB, H1> &S, const uint32_t *XF, const float *XS, int M, int KW,
-                                           int nblk, int row0, int64_t nsub, int p) {
+__device__ __forceinline__ void w_producer(WSmem<SB, H1> &S, const uint32_t *XF, const float *XS, int M,
+                                           int KW, int nblk, int row0, int64_t nsub, int p) {
     const weft_slot_walk sw = weft_slot_walk_make(0, 1, KW, nblk, KW);
     int lj = 0, lk = 0;
     auto load_kb = [&]() {
@@ -260,7 +260,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                     }
                 }
             } else {
-                q4_fold<MODE>(&acc[2 * q], &D[4 * q], pend.s0, pend.s1, pend.b0, pend.b1, group_sx(4 * q + t));
+                q4_fold<MODE>(&acc[2 * q], &D[4 * q], pend.s0, pend.s1, pend.b0, pend.b1,
+                              group_sx(4 * q + t));
             }
         }
         if (pend.slot_end) { // the slot's sum joins the total (the first slot's sum is the total)

@@ -27,7 +27,8 @@ __device__ __forceinline__ uint32_t q4_xfrag(float a, float b, float pm) {
     return q4_pack_bf16x2(ra, rb);
 }
 
-// Kernel instances only, never a weight's mode: Q4_0 weights (WEFT_CU_OFF8) on f16 activations (weft_cu_xq.f16,
+// Kernel instances only, never a weight's mode: Q4_0 weights (WEFT_CU_OFF8) on f16 activations
+// (weft_cu_xq.f16,
 // --activations f16): the weights decode to f16 (q − 8 is exact in either type), the products run as
 // .f16.f16 tensor-core operations, everything else is WEFT_CU_OFF8's.
 constexpr int WEFT_CU_OFF8H = 3;
