@@ -128,6 +128,9 @@ def test_capabilities_json():
         assert d["backend"] == "cuda" and d["chip"].startswith("nvidia-sm") and d["memory_bytes"] > 0
     if "cuda" not in caps["backends"]:
         assert caps["devices"] == []
+    else:
+        assert caps["cuda_activations"] == ["fp32", "f16"]
+    assert "--activations" in caps["serve"]["flags"]
 
 
 def test_help_on_every_command():

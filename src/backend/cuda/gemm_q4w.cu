@@ -51,8 +51,7 @@ constexpr int NS = 3;     // stages of B in the ring
 // The shape of B and of the accumulators: hi and lo (H1 false: column n = part n % 2 of activation row n / 2,
 // n8 column block = an activation quad) or hi only (H1: column n = activation row n).
 template <bool H1> struct WShape {
-    static constexpr int NB8 = H1 ? WR / 8 : WR / 4; // n8 column blocks of B
-    static constexpr int ND = 4 * NB8;               // accumulators per thread and set
+    static constexpr int NB8 = H1 ? WR / 8 : WR / 4; // n8 column blocks of B (4 accumulators each)
     static constexpr int NOUT = WR / 2;              // outputs per thread: 2 weight rows x 16 activation rows
     static constexpr int PW = H1 ? 16 : 32;          // words of a sub-block the producer copies per row
 };
@@ -196,7 +195,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     static_assert(GPB % 2 == 0, "groups alternate between two accumulator sets");
     extern __shared__ __align__(16) unsigned char wsm[];
     using Sh = WShape<H1>;
-    constexpr int ND = Sh::ND, NOUT = Sh::NOUT;
+    constexpr int ND = 4 * Sh::NB8, NOUT = Sh::NOUT; // accumulators per thread and set; outputs
     WSmem<SB, H1> &S = *reinterpret_cast<WSmem<SB, H1> *>(wsm);
     const int64_t nsub = w.cols / 32;
     const int row0 = blockIdx.y * WR, nblk = (int)(w.cols / (32 * SB));
