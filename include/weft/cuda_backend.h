@@ -35,11 +35,11 @@ typedef struct weft_cuda_backend_opts {
     int max_context;      /* positions per stream: open() refuses a larger capacity */
     size_t reserve_bytes; /* device memory left free for the runtime and other users; 0 = 1 GiB */
     bool no_graphs; /* launch kernels one by one instead of replaying a captured CUDA graph (same bits) */
-    bool act_f16;   /* the Q4_0 products take their activations rounded to f16 (nearest even, magnitudes past
-                       65504 saturated) instead of fp32 as a bf16 hi/lo pair: one tensor-core product per
-                       output instead of two on the many-row paths. Replies change within SPEC §5.5's bf16-path
-                       tolerance; every exactness invariant (§4.3) holds as in the fp32 mode. A model with MLX
-                       affine 4-bit weights is refused (WEFT_ENOTSUP): their kernels have no f16 form yet */
+    bool act_f16;   /* the 4-bit products (Q4_0, MLX affine 4-bit) and the attention take their operands
+                       rounded to f16 (nearest even, magnitudes past 65504 saturated) instead of fp32 as bf16
+                       hi/lo pairs: one tensor-core term per product instead of two (matmuls) or three
+                       (attention). Replies change within SPEC §5.5's bf16-path tolerance; every exactness
+                       invariant (§4.3) holds as in the fp32 mode */
 } weft_cuda_backend_opts;
 
 /* Builds the backend for cfg (family llama or qwen3) over the tensors of ts (canonical HF names, as

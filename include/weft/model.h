@@ -49,9 +49,9 @@ typedef struct weft_backend_opts {
     int max_slots;    /* streams open at once; 0 = auto: as many streams at max_context as fit (1..64) */
     int max_rows;     /* row budget of a forward */
     int max_context;  /* positions per stream; 0 = the model's context, lowered to what fits one stream */
-    const char *activations; /* "fp32" (NULL: the default) or "f16": the CUDA backend's Q4_0 products on
-                                activations rounded to f16 (weft_cuda_backend_opts.act_f16); the CPU backend
-                                refuses "f16" (WEFT_ENOTSUP), any other value is WEFT_EINVAL */
+    const char *activations; /* "fp32" (NULL: the default) or "f16": the CUDA backend's 4-bit products and
+                                attention on f16-rounded operands (weft_cuda_backend_opts.act_f16); the CPU
+                                backend refuses "f16" (WEFT_ENOTSUP), any other value is WEFT_EINVAL */
     int device;              /* CUDA device ordinal (0) */
 } weft_backend_opts;
 

@@ -61,7 +61,8 @@ int cmd_capabilities(const cli_options *o) {
     json_array_append_new(cf, json_string(weft_family_name(WEFT_FAMILY_LLAMA)));
     json_array_append_new(cf, json_string(weft_family_name(WEFT_FAMILY_QWEN3)));
     json_object_set_new(root, "cuda_families", cf);
-    /* --activations: fp32 everywhere; f16 on the CUDA backend for Q4_0 weights (README, "On an NVIDIA GPU") */
+    /* --activations: fp32 everywhere; f16 on the CUDA backend for Q4_0 weights (README, "On an NVIDIA GPU")
+     */
     json_t *acts = json_array();
     json_array_append_new(acts, json_string("fp32"));
     json_array_append_new(acts, json_string("f16"));

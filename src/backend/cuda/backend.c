@@ -230,18 +230,6 @@ static const weft_tensor *need(const weft_tensor_set *ts, const char *name, weft
     return t;
 }
 
-/* --activations f16 takes Q4_0 4-bit weights only (weft_cu_xq.f16): any other 4-bit layout is refused by
- * name rather than run in another arithmetic. */
-static weft_status f16_check(const cu_backend *b, const weft_cu_weight *w, const char *name, weft_err *err) {
-    if (!b->act_f16 || w->kind != WEFT_CU_Q4F || (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16))
-        return WEFT_OK;
-    return weft_err_set(
-        err, WEFT_ENOTSUP,
-        "cuda: --activations f16 takes Q4_0 4-bit weights; %s is MLX affine 4-bit (run it with "
-        "--activations fp32)",
-        name);
-}
-
 /* Plans every matrix (shape and dtype checks, device bytes) before any upload. */
 static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_tensor_set *ts, mat_ref *mats,
                              int *n_mats, bool *tied, weft_err *err) {
@@ -255,8 +243,7 @@ static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_t
     if (*tied) head = emb;
     if ((st = cu_weight_plan(emb, b->V, H, &b->embed, err))) return st;
     mats[n++] = (mat_ref){&b->embed, {emb}, 1, false};
-    if ((st = cu_weight_plan(head, b->V, H, &b->head, err)) || (st = f16_check(b, &b->head, head->name, err)))
-        return st;
+    if ((st = cu_weight_plan(head, b->V, H, &b->head, err))) return st;
     if (!*tied) mats[n++] = (mat_ref){&b->head, {head}, 1, false};
     for (int64_t l = 0; l < b->L; l++) {
         cu_layer *ly = &b->layers[l];
@@ -275,9 +262,7 @@ static weft_status plan_mats(cu_backend *b, const weft_config *cfg, const weft_t
             snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, want[i].suffix);
             tt[i] = need(ts, nm, err);
             if (!tt[i]) return WEFT_EFORMAT;
-            if ((st = cu_weight_plan(tt[i], want[i].rows, want[i].cols, want[i].w, err)) ||
-                (st = f16_check(b, want[i].w, nm, err)))
-                return st;
+            if ((st = cu_weight_plan(tt[i], want[i].rows, want[i].cols, want[i].w, err))) return st;
         }
         /* Q|K|V and gate|up as single matrices when their formats allow (one launch, one pass over x). */
         ly->qkv = !b->baseline && same_q4f(&ly->wq, &ly->wk) && same_q4f(&ly->wq, &ly->wv);

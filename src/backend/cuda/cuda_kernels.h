@@ -90,13 +90,12 @@ cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t 
  * (a2 + a3) with a_t = x[32u+8t] + x[32u+8t+1] + ... + x[32u+8t+7] left to right (fp32). f: M·K uint32,
  * s: M·K/32 floats, both device memory owned by the caller.
  * f16 (the backend's --activations f16): the activations are x' = f16(x) (round to nearest even, magnitudes
- * past 65504 saturated to it): part 0 = the f16 pair of x', part 1 = 0, and s sums x' in the same order. Only
- * Q4_0 (WEFT_CU_OFF8, f16 scales) weights take such a buffer (cudaErrorInvalidValue otherwise): their kernels
- * then decode the weights to f16 and multiply with .f16 tensor-core operations (q4_mma.cuh's WEFT_CU_OFF8H),
- * every kernel the same products and fold, so the same bits for any M; the lo columns add +0, and the wgmma
- * GEMM reads only part 0 (half the tensor work; gemm_q4w.cu). Every writer of prepared words
- * (weft_cu_xq_prep, weft_cu_rmsnorm_xq, the decode attention, the SwiGLU epilogue's xf) follows the flag of
- * the buffer it writes. */
+ * past 65504 saturated to it): part 0 = the f16 pair of x', part 1 = 0, and s sums x' in the same order. The
+ * 4-bit kernels then decode the weights to f16 and multiply with .f16 tensor-core operations (q4_mma.cuh's
+ * WEFT_CU_OFF8H / WEFT_CU_AFFINEH instances), every kernel the same products and fold, so the same bits for
+ * any M; the lo columns add +0, and the wgmma GEMM reads only part 0 (half the tensor work; gemm_q4w.cu).
+ * Every writer of prepared words (weft_cu_xq_prep, weft_cu_rmsnorm_xq, the decode attention, the SwiGLU
+ * epilogue's xf) follows the flag of the buffer it writes. */
 typedef struct weft_cu_xq {
     uint32_t *f;
     float *s;

@@ -59,7 +59,7 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct alignas(16) GStage 
     uint32_t x[GR][32 * SB];          // prepared activations, sub-blocks kb·SB .. kb·SB + SB − 1
     float xs[GR][SB];                 // their 32-element sums (AFFINE)
     unsigned char s[GT * 16][SBYTES]; // each weight row's GPB scales of the block
-    unsigned char b[MODE == WEFT_CU_AFFINE ? GT * 16 : 1][SBYTES]; // and biases (AFFINE)
+    unsigned char b[q4_affine<MODE> ? GT * 16 : 1][SBYTES]; // and biases (AFFINE)
 
     __device__ __forceinline__ float scale(const unsigned char *p, int gi) const {
         if constexpr (SSZ == 4) return reinterpret_cast<const float *>(p)[gi];
@@ -80,7 +80,7 @@ template <int MODE, int SDT, int SB, int GPB, int GR, int NT> struct GLoad {
     using St = GStage<MODE, SDT, SB, GPB, GR>;
     static constexpr int CPT = 16 * SB, TPI = NT / CPT; // chunks per tile, tiles per pass
     static constexpr int CPR = 8 * SB, RPI = NT / CPR;  // chunks per activation row, rows per pass
-    static constexpr int NSC = GT * 16 * (MODE == WEFT_CU_AFFINE ? 2 : 1); // scale (bias) rows
+    static constexpr int NSC = GT * 16 * (q4_affine<MODE> ? 2 : 1); // scale (bias) rows
     static constexpr int NPA = (GT + TPI - 1) / TPI, NPX = (GR + RPI - 1) / RPI, NPS = (NSC + NT - 1) / NT;
     const uint32_t *a[NPA], *x[NPX]; // each pass's source at K block 0
     const float *xs;
@@ -144,7 +144,7 @@ template <int MODE, int SDT, int SB, int GPB, int GR, int NT> struct GLoad {
 #pragma unroll
         for (int k = 0; k < NPX; k++)
             if (tid / CPR + k * RPI < GR) cp_async16_s(dx[k] + so, x[k] + ox_, x_ok[k]);
-        if (MODE == WEFT_CU_AFFINE && tid < GR) cp_async_s<4 * SB>(dxs + so, xs + (unsigned)ox_ / 32, xs_ok);
+        if (q4_affine<MODE> && tid < GR) cp_async_s<4 * SB>(dxs + so, xs + (unsigned)ox_ / 32, xs_ok);
     }
 };
 
@@ -262,8 +262,7 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
                             for (int h = 0; h < 2; h++) {
                                 const int r = (TPW * wm + m) * 16 + g + 8 * h;
                                 sc[m][h] = S.scale(S.s[r], gi);
-                                if (MODE == WEFT_CU_AFFINE)
-                                    bc[m][h] = q4_affine_b(sc[m][h], S.scale(S.b[r], gi));
+                                if (q4_affine<MODE>) bc[m][h] = q4_affine_b(sc[m][h], S.scale(S.b[r], gi));
                             }
                         }
                     }
@@ -272,7 +271,7 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
                         const int xr = 4 * WQ * wn + 4 * q;
                         const uint4 xv = *reinterpret_cast<const uint4 *>(
                             &S.x[xr + (g >> 1)][32 * j + (g & 1) * 16 + 4 * t]);
-                        if (MODE == WEFT_CU_AFFINE) {
+                        if (q4_affine<MODE>) {
                             const float ls = S.xs[xr + t][j];
                             sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
                         }
@@ -417,7 +416,7 @@ cudaError_t launch_g(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
     if constexpr (SSZ == 4) {
         if (sb == 1 && gpb == 1) return launch<MODE, SDT, 1, 1, L, LC>(d, xq, M, epi, KW, st);
     }
-    if constexpr (MODE == WEFT_CU_AFFINE) {
+    if constexpr (q4_affine<MODE>) {
         if (sb == 4 && gpb == 2) return launch<MODE, SDT, 4, 2, L, LC>(d, xq, M, epi, KW, st);
         if constexpr (SSZ == 4) {
             if (sb == 2 && gpb == 1) return launch<MODE, SDT, 2, 1, L, LC>(d, xq, M, epi, KW, st);
@@ -434,19 +433,10 @@ cudaError_t launch_w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
     const int KW = weft_cu_q4_kw(w->rows, w->cols);
-    if (q4x_f16(w, xq)) // (Q4_0: q4x_args_ok)
-        return launch_g<WEFT_CU_OFF8H, WEFT_CU_S_F16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
-    if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
-        return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
-    if (w->mode == WEFT_CU_AFFINE) {
-        if (w->sdt == WEFT_CU_S_F32)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F32, L, LC>(d, w->group, xq, M, *epi, KW, stream);
-        if (w->sdt == WEFT_CU_S_F16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
-        if (w->sdt == WEFT_CU_S_BF16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_BF16, L, LC>(d, w->group, xq, M, *epi, KW, stream);
-    }
-    return cudaErrorNotSupported;
+    return q4_dispatch(w, xq, [&](auto mode, auto sdt) {
+        return launch_g<decltype(mode)::value, decltype(sdt)::value, L, LC>(d, w->group, xq, M, *epi, KW,
+                                                                            stream);
+    });
 }
 
 } // namespace

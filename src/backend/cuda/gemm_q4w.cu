@@ -16,13 +16,13 @@
 // after wgmma.wait_group, and K blocks are walked slot by slot (slot_walk.h) with gemm_q4.cu's acc / tot
 // sums.
 //
-// f16 activations (weft_cu_xq.f16, the H1 instances, mode WEFT_CU_OFF8H): f16 weights and activations, and
-// every lo word is 0, so the lo columns' sums are zeros and hi + lo = hi exactly (an exactly zero hi sum may
-// be −0 where hi + lo gives +0: the fold's fmaf(s, ±0, acc) is acc either way, since acc starts at +0.0 and
-// an fp32 sum that starts at +0.0 never becomes −0 under round-to-nearest). B then holds only the hi words,
-// column n = activation row n, and each step is one m64n64k16 — half the tensor work per output — whose
-// accumulators are outputs: the fold is fmaf(s, d, acc) per output, the value q4_fold gives the mma.sync
-// kernels (the same .f16 products) from the same buffer.
+// f16 activations (weft_cu_xq.f16, the H1 instances, modes WEFT_CU_OFF8H / AFFINEH): f16 weights and
+// activations, and every lo word is 0, so the lo columns' sums are zeros and hi + lo = hi exactly (an exactly
+// zero hi sum may be −0 where hi + lo gives +0: the fold's fmaf(s, ±0, acc) is acc either way, since acc
+// starts at +0.0 and an fp32 sum that starts at +0.0 never becomes −0 under round-to-nearest). B then holds
+// only the hi words, column n = activation row n, and each step is one m64n64k16 — half the tensor work per
+// output — whose accumulators are outputs: the fold is fmaf(s, d, acc) per output, the value q4_fold gives
+// the mma.sync kernels (the same .f16 products) from the same buffer.
 //
 // Block: 3 warpgroups. The producer (warpgroup 2) copies each K block's prepared words with cp.async and
 // transposes them into a 3-stage ring of B tiles, handing stages over with named barriers (FULL / EMPTY).
@@ -114,8 +114,7 @@ template <int MODE, int SB, bool H1> struct WProd {
 #pragma unroll
             for (int t = 0; t < 4; t++)
                 cp_async16_s(dst + 4 * (Sh::PW * j + 4 * t), src + 32 * j + 4 * t, ok);
-        if (MODE == WEFT_CU_AFFINE && p < WR)
-            cp_async16_s(rxs0 + rb * XS_BUF, xs + (xs_ok ? kb * SB : 0), xs_ok);
+        if (q4_affine<MODE> && p < WR) cp_async16_s(rxs0 + rb * XS_BUF, xs + (xs_ok ? kb * SB : 0), xs_ok);
     }
     __device__ __forceinline__ void transpose(int rb, int st, int p) const {
         const uint32_t src = raw0 + rb * RAW_BUF, dst = b0 + st * B_STAGE;
@@ -134,7 +133,7 @@ template <int MODE, int SB, bool H1> struct WProd {
                              "r"(v[0][w]), "r"(v[1][w]), "r"(v[2][w]), "r"(v[3][w])
                              : "memory");
         }
-        if (MODE == WEFT_CU_AFFINE && p < WR) {
+        if (q4_affine<MODE> && p < WR) {
             float4 v;
             asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                          : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -232,7 +231,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     // The group's 32-element sums of activation row a (AFFINE).
     auto group_sx = [&](int a) {
         float sx = 0.0f;
-        if (MODE == WEFT_CU_AFFINE) {
+        if (q4_affine<MODE>) {
 #pragma unroll
             for (int js = 0; js < SPB; js++) {
                 const float ls = S.xs[pend.st][a][pend.gi * SPB + js];
@@ -254,8 +253,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                     for (int h = 0; h < 2; h++) {
                         float &a = acc[4 * q + 2 * h + c];
                         const float sc = h ? pend.s1 : pend.s0, bc = h ? pend.b1 : pend.b0;
-                        a = MODE == WEFT_CU_AFFINE ? fmaf(sc, D[4 * q + 2 * h + c], fmaf(bc, sx, a))
-                                                   : fmaf(sc, D[4 * q + 2 * h + c], a);
+                        a = q4_affine<MODE> ? fmaf(sc, D[4 * q + 2 * h + c], fmaf(bc, sx, a))
+                                            : fmaf(sc, D[4 * q + 2 * h + c], a);
                     }
                 }
             } else {
@@ -312,8 +311,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         if (pending) fold(Dp);
         pend.s0 = cur.sg.get(gi);
         pend.s1 = cur.sh.get(gi);
-        pend.b0 = MODE == WEFT_CU_AFFINE ? q4_affine_b(pend.s0, cur.bg.get(gi)) : 0.0f;
-        pend.b1 = MODE == WEFT_CU_AFFINE ? q4_affine_b(pend.s1, cur.bh.get(gi)) : 0.0f;
+        pend.b0 = q4_affine<MODE> ? q4_affine_b(pend.s0, cur.bg.get(gi)) : 0.0f;
+        pend.b1 = q4_affine<MODE> ? q4_affine_b(pend.s1, cur.bh.get(gi)) : 0.0f;
         pend.st = st;
         pend.gi = gi;
         pend.slot_end = blk_slot_end && gi == GPB - 1;
@@ -383,12 +382,11 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
                            (const float *)xq->s, M, KW, epi);
 }
 
-// The f16 hi-only instance for an f16 buffer (the header: Q4_0 only), else the hi/lo one.
+// The f16 hi-only instance for an f16 buffer (the header), else the hi/lo one.
 template <int MODE, int SDT, int SB, int GPB>
 cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
                      cudaStream_t st) {
-    if constexpr (MODE == WEFT_CU_OFF8)
-        if (xq->f16) return w_launch_v<WEFT_CU_OFF8H, SDT, SB, GPB, true>(d, xq, M, epi, KW, st);
+    if (xq->f16) return w_launch_v<q4_mode_f16<MODE>, SDT, SB, GPB, true>(d, xq, M, epi, KW, st);
     return w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, st);
 }
 

@@ -42,7 +42,7 @@ constexpr int kRing = 4;
 template <int MODE, int SDT, int SB, int GPB> struct Slot {
     using Raw = SRaw<SDT, GPB>;
     static constexpr int SCALE_WORDS = 16 * Raw::BYTES / 4,
-                         WORDS = 64 * SB + SCALE_WORDS * (MODE == WEFT_CU_AFFINE ? 2 : 1);
+                         WORDS = 64 * SB + SCALE_WORDS * (q4_affine<MODE> ? 2 : 1);
     static_assert(Raw::BYTES % 4 == 0 && Raw::BYTES <= 16, "cp.async copies 4, 8 or 16 bytes");
     static_assert(WORDS % 4 == 0, "slots stay 16-byte aligned");
 
@@ -59,7 +59,7 @@ template <int MODE, int SDT, int SB, int GPB> struct Slot {
         for (int k = 0; k < Raw::N; k++) {
             S.sg.r[k] = sc[g * (Raw::BYTES / 4) + k];
             S.sh.r[k] = sc[(g + 8) * (Raw::BYTES / 4) + k];
-            if (MODE == WEFT_CU_AFFINE) {
+            if (q4_affine<MODE>) {
                 S.bg.r[k] = sc[SCALE_WORDS + g * (Raw::BYTES / 4) + k];
                 S.bh.r[k] = sc[SCALE_WORDS + (g + 8) * (Raw::BYTES / 4) + k];
             }
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
                    int slots, weft_cu_epi epi) {
     using Sl = Slot<MODE, SDT, SB, GPB>;
     constexpr bool ONE_ROW = GShape<RQ, P>::ONE_ROW;
-    static_assert(!SK || (MODE != WEFT_CU_AFFINE && !ONE_ROW), "split K: Q4_0 rows only (no sums)");
+    static_assert(!SK || (!q4_affine<MODE> && !ONE_ROW), "split K: Q4_0 rows only (no sums)");
     extern __shared__ __align__(16) float red[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int KW = SK ? slots : (int)(blockDim.x >> 5) / P, GW = SK ? 1 : KW; // slots, warps per group
@@ -144,11 +144,11 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     const size_t qtile = (size_t)nblk * 64 * SB, qk = (size_t)KW * 64 * SB;
     const int64_t stile = 16 * ng * Raw::SSZ, sk = (int64_t)KW * GPB * Raw::SSZ;
     const uint32_t *qt = static_cast<const uint32_t *>(w.q) + (size_t)tile0 * qtile + (size_t)ws * 64 * SB;
-    const char *st = static_cast<const char *>(lane >= 16 && MODE == WEFT_CU_AFFINE ? w.b : w.s) +
+    const char *st = static_cast<const char *>(lane >= 16 && q4_affine<MODE> ? w.b : w.s) +
                      ((tile0 * 16 + (lane & 15)) * ng + (int64_t)ws * GPB) * Raw::SSZ;
     const uint32_t *qc = qt;
     const char *sc = st;
-    const bool scopy = lane < 16 || MODE == WEFT_CU_AFFINE;
+    const bool scopy = lane < 16 || q4_affine<MODE>;
     const int soff = 64 * SB + (lane < 16 ? 0 : Sl::SCALE_WORDS) + (lane & 15) * (Raw::BYTES / 4);
     int ct = 0, ci = 0;
     auto issue = [&](uint32_t *s) {
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         for (int i = 0; i < mine; i++) {
             const int64_t o = (int64_t)(ws + i * KW) * SB;
             if (lane < SB * 8) cp_async<16>(xs + o * 32 + 4 * lane, XF + o * 32 + 4 * lane, true);
-            if (MODE == WEFT_CU_AFFINE && lane == 0) cp_async<4 * SB>(xsum + o, XS + o, true);
+            if (q4_affine<MODE> && lane == 0) cp_async<4 * SB>(xsum + o, XS + o, true);
         }
         cp_commit();
     } else if constexpr (SK) {
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
             const bool ok = row0 + r < M;
             cp_async<16>(xs + 4 * c, XF + (ok ? (int64_t)(row0 + r) * nsub * 32 + 4 * (c % rw) : 0), ok);
         }
-        if (MODE == WEFT_CU_AFFINE) {
+        if (q4_affine<MODE>) {
             const int64_t sw = nsub / 4; // nsub % 4 == 0 (K blocks of 4 sub-blocks)
             for (int64_t c = threadIdx.x; c < 4 * RQ * sw; c += blockDim.x) {
                 const int r = (int)(c / sw);
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
 #pragma unroll
             for (int j = 0; j < SB; j++) {
                 x1[j] = *reinterpret_cast<const uint4 *>(xk + 32 * j);
-                s1[j] = (MODE == WEFT_CU_AFFINE && t == 0) ? xsum[kb * SB + j] : 0.0f;
+                s1[j] = (q4_affine<MODE> && t == 0) ? xsum[kb * SB + j] : 0.0f;
             }
             q4x_block<MODE, SDT, SB, GPB, 1>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
         } else {
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
                 S,
                 [&](int q, int j, uint4 &xv, float &ls) {
                     xv = *reinterpret_cast<const uint4 *>(xk + (size_t)q * 4 * xrow + 32 * j);
-                    ls = MODE == WEFT_CU_AFFINE ? xsk[(size_t)q * 4 * nsub + j] : 0.0f;
+                    ls = q4_affine<MODE> ? xsk[(size_t)q * 4 * nsub + j] : 0.0f;
                 },
                 acc, C, sxg);
         }
@@ -416,7 +416,7 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
     if (d.sb != 4) return cudaErrorNotSupported;
     const int gpb = 128 / group;
     if (M > 1) { // several rows: Q4_0 only (the layout weft_cu_matmul_q4x hands here)
-        if constexpr (MODE != WEFT_CU_AFFINE && SDT == WEFT_CU_S_F16) {
+        if constexpr (!q4_affine<MODE> && SDT == WEFT_CU_S_F16) {
             if (gpb != 4 || M > 16) return cudaErrorNotSupported;
             const bool kw4 = weft_cu_q4_kw(d.rows, d.cols) == 4;
             if (M <= 4)
@@ -444,19 +444,9 @@ extern "C" cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq
     if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
     const WDev d = wdev(w);
-    if (q4x_f16(w, xq)) // (Q4_0: q4x_args_ok)
-        return launch_s<WEFT_CU_OFF8H, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
-    if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
-        return launch_s<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
-    if (w->mode == WEFT_CU_AFFINE) {
-        if (w->sdt == WEFT_CU_S_F32)
-            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_F32>(d, w->group, xq, M, *epi, stream);
-        if (w->sdt == WEFT_CU_S_F16)
-            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
-        if (w->sdt == WEFT_CU_S_BF16)
-            return launch_s<WEFT_CU_AFFINE, WEFT_CU_S_BF16>(d, w->group, xq, M, *epi, stream);
-    }
-    return cudaErrorNotSupported;
+    return q4_dispatch(w, xq, [&](auto mode, auto sdt) {
+        return launch_s<decltype(mode)::value, decltype(sdt)::value>(d, w->group, xq, M, *epi, stream);
+    });
 }
 
 extern "C" size_t weft_cu_gemv_part_floats(int64_t rows, int64_t cols) {

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(KW * 32)
                 const int64_t G = e0 >> w.gshift;
                 sg = ld_scale<SDT>(w.s, og * ng + G);
                 sh = ld_scale<SDT>(w.s, (og + 8) * ng + G);
-                if (MODE == WEFT_CU_AFFINE) {
+                if (q4_affine<MODE>) {
                     bg = q4_affine_b(sg, ld_scale<SDT>(w.b, og * ng + G));
                     bh = q4_affine_b(sh, ld_scale<SDT>(w.b, (og + 8) * ng + G));
                 }
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(KW * 32)
                 const uint4 xv = make_uint4(q4_xfrag(xa.x, xb.x, pm), q4_xfrag(xa.y, xb.y, pm),
                                             q4_xfrag(xa.z, xb.z, pm), q4_xfrag(xa.w, xb.w, pm));
                 q4_mma_sub(C[q], Pg, Ph, xv, first);
-                if (MODE == WEFT_CU_AFFINE) {
+                if (q4_affine<MODE>) {
                     float ls = __fadd_rn(__fadd_rn(__fadd_rn(xa.x, xa.y), xa.z), xa.w);
                     ls = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(ls, xb.x), xb.y), xb.z), xb.w);
                     ls = __fadd_rn(ls, __shfl_xor_sync(0xffffffffu, ls, 1));

@@ -32,7 +32,7 @@ __device__ __forceinline__ void q4x_load_x1(uint4 (&xv)[SB], float (&sv)[SB], co
         const int64_t u = (int64_t)kb * SB + j;
         xv[j] = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
                        : make_uint4(0u, 0u, 0u, 0u);
-        sv[j] = (MODE == WEFT_CU_AFFINE && t < M) ? __ldg(XS + (int64_t)t * nsub + u) : 0.0f;
+        sv[j] = (q4_affine<MODE> && t < M) ? __ldg(XS + (int64_t)t * nsub + u) : 0.0f;
     }
 }
 
@@ -49,10 +49,10 @@ __device__ __forceinline__ void q4x_load_x1(uint4 (&xv)[SB], float (&sv)[SB], co
 // (Register bounds: the OFF8 instantiations are held to three 8-warp blocks per SM with X1S and two without;
 // the affine ones carry biases too and would spill, so they are left to the compiler.)
 template <int MODE, int SDT, int SB, int GPB, int RQ, bool X1S = false>
-__global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
-                                       : X1S                  ? 3
-                                       : RQ == 1              ? 2
-                                                              : 1)
+__global__ void __launch_bounds__(256, q4_affine<MODE> ? 1
+                                       : X1S           ? 3
+                                       : RQ == 1       ? 2
+                                                       : 1)
     q4x_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M,
                weft_cu_epi epi) {
     constexpr int D = RQ == 8 ? 2 : RQ == 4 ? 3 : 4; // K blocks of loads in flight per warp
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
     // X1S: the warp's blocks of the row (and sums) staged in two groups (q4_stage_slot), so a warp with many
     // K blocks starts on its first ones without waiting for all of its row.
     if constexpr (X1S)
-        q4_stage_slot<SB, D>(xs, XF, MODE == WEFT_CU_AFFINE ? xsum : nullptr, XS, warp, KW, mine, lane);
+        q4_stage_slot<SB, D>(xs, XF, q4_affine<MODE> ? xsum : nullptr, XS, warp, KW, mine, lane);
     float acc[RQ][2], C[RQ][4], sxg[RQ];
 #pragma unroll
     for (int q = 0; q < RQ; q++) {
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(256, MODE == WEFT_CU_AFFINE ? 1
                         const int64_t u = (int64_t)kb * SB + j;
                         xc[j] = g < 2 ? *reinterpret_cast<const uint4 *>(xs + u * 32 + (g & 1) * 16 + 4 * t)
                                       : make_uint4(0u, 0u, 0u, 0u);
-                        sc[j] = (MODE == WEFT_CU_AFFINE && t == 0) ? xsum[u] : 0.0f;
+                        sc[j] = (q4_affine<MODE> && t == 0) ? xsum[u] : 0.0f;
                     }
                 } else if (RQ == 1) {
                     if (i + 1 < mine) {
@@ -223,7 +223,7 @@ cudaError_t launch_g(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
     if (sb == 4 && gpb == 4) return launch_rq<MODE, SDT, 4, 4>(d, xq, M, epi, st);
     if (sb == 2 && gpb == 2) return launch_rq<MODE, SDT, 2, 2>(d, xq, M, epi, st);
     if (sb == 1 && gpb == 1) return launch_rq<MODE, SDT, 1, 1>(d, xq, M, epi, st);
-    if constexpr (MODE == WEFT_CU_AFFINE) {
+    if constexpr (q4_affine<MODE>) {
         if (sb == 4 && gpb == 2) return launch_rq<MODE, SDT, 4, 2>(d, xq, M, epi, st);
         if (sb == 2 && gpb == 1) return launch_rq<MODE, SDT, 2, 1>(d, xq, M, epi, st);
         if (sb == 4 && gpb == 1) return launch_rq<MODE, SDT, 4, 1>(d, xq, M, epi, st);
@@ -293,17 +293,7 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
         if (e != cudaErrorNotSupported) return e;
     }
     const WDev d = wdev(w);
-    if (q4x_f16(w, xq)) // (Q4_0: q4x_args_ok)
-        return launch_g<WEFT_CU_OFF8H, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
-    if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
-        return launch_g<WEFT_CU_OFF8, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
-    if (w->mode == WEFT_CU_AFFINE) {
-        if (w->sdt == WEFT_CU_S_F32)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F32>(d, w->group, xq, M, *epi, stream);
-        if (w->sdt == WEFT_CU_S_F16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_F16>(d, w->group, xq, M, *epi, stream);
-        if (w->sdt == WEFT_CU_S_BF16)
-            return launch_g<WEFT_CU_AFFINE, WEFT_CU_S_BF16>(d, w->group, xq, M, *epi, stream);
-    }
-    return cudaErrorNotSupported;
+    return q4_dispatch(w, xq, [&](auto mode, auto sdt) {
+        return launch_g<decltype(mode)::value, decltype(sdt)::value>(d, w->group, xq, M, *epi, stream);
+    });
 }

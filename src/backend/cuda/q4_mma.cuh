@@ -11,6 +11,8 @@
 
 #include <string.h>
 
+#include <type_traits>
+
 __device__ __forceinline__ uint32_t q4_pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     uint32_t u;
@@ -27,12 +29,14 @@ __device__ __forceinline__ uint32_t q4_xfrag(float a, float b, float pm) {
     return q4_pack_bf16x2(ra, rb);
 }
 
-// Kernel instances only, never a weight's mode: Q4_0 weights (WEFT_CU_OFF8) on f16 activations
-// (weft_cu_xq.f16,
-// --activations f16): the weights decode to f16 (q − 8 is exact in either type), the products run as
-// .f16.f16 tensor-core operations, everything else is WEFT_CU_OFF8's.
-constexpr int WEFT_CU_OFF8H = 3;
-template <int MODE> constexpr bool q4_f16 = MODE == WEFT_CU_OFF8H;
+// Kernel instances only, never a weight's mode: Q4_0 (WEFT_CU_OFF8H) and MLX affine (WEFT_CU_AFFINEH) weights
+// on f16 activations (weft_cu_xq.f16, --activations f16): the weights decode to f16 (q − 8 is exact in either
+// type), the products run as .f16.f16 tensor-core operations, everything else is the weight mode's.
+constexpr int WEFT_CU_OFF8H = 3, WEFT_CU_AFFINEH = 4;
+template <int MODE> constexpr bool q4_f16 = MODE == WEFT_CU_OFF8H || MODE == WEFT_CU_AFFINEH;
+template <int MODE> constexpr bool q4_affine = MODE == WEFT_CU_AFFINE || MODE == WEFT_CU_AFFINEH;
+// The f16 instance of a weight mode (WEFT_CU_OFF8 or WEFT_CU_AFFINE).
+template <int MODE> constexpr int q4_mode_f16 = MODE == WEFT_CU_AFFINE ? WEFT_CU_AFFINEH : WEFT_CU_OFF8H;
 
 // v + c on two bf16 (F16: f16) lanes (fma with 1.0: exact for the small integers here).
 template <bool F16 = false> __device__ __forceinline__ uint32_t q4_x2_add(uint32_t v, uint32_t c) {
@@ -123,7 +127,7 @@ template <int MODE>
 __device__ __forceinline__ void q4_fold(float acc[2], const float C[4], float sg, float sh, float bg,
                                         float bh, float sx) {
     const float pg = __fadd_rn(C[0], C[1]), ph = __fadd_rn(C[2], C[3]);
-    if (MODE == WEFT_CU_AFFINE) {
+    if (q4_affine<MODE>) {
         acc[0] = fmaf(sg, pg, fmaf(bg, sx, acc[0]));
         acc[1] = fmaf(sh, ph, fmaf(bh, sx, acc[1]));
     } else {
@@ -146,13 +150,27 @@ __device__ __forceinline__ int q4_slot_block(int i, int nblk, int KW, bool &slot
 // of a supported shape, activations prepared for its K, and a SwiGLU epilogue without bias or accumulate.
 static inline bool q4x_args_ok(const weft_cu_weight *w, const weft_cu_xq *xq, const weft_cu_epi *epi) {
     return w->kind == WEFT_CU_Q4F && weft_cu_q4f_ok(w->rows, w->cols, w->group) && xq->K == w->cols &&
-           !(epi->mode == WEFT_CU_EPI_SWIGLU && (epi->accumulate || epi->bias[0])) &&
-           (!xq->f16 || (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)); // f16: Q4_0 only
+           !(epi->mode == WEFT_CU_EPI_SWIGLU && (epi->accumulate || epi->bias[0]));
 }
 
-// The kernel instance's mode for w on xq: WEFT_CU_OFF8H for Q4_0 on an f16 buffer.
-static inline bool q4x_f16(const weft_cu_weight *w, const weft_cu_xq *xq) {
-    return xq->f16 && w->mode == WEFT_CU_OFF8;
+// Calls f(mode, sdt) — std::integral_constant values of the kernel instance's mode (q4_mode_f16 of the
+// weight's on an f16 buffer) and scale type — for the WEFT_CU_Q4F layouts with kernels (Q4_0 with f16 scales,
+// MLX affine with f32 / f16 / bf16 scales); cudaErrorNotSupported for any other.
+template <class F> cudaError_t q4_dispatch(const weft_cu_weight *w, const weft_cu_xq *xq, F &&f) {
+    auto run = [&](auto mode, auto sdt) {
+        using S = decltype(sdt);
+        constexpr int M = decltype(mode)::value;
+        return xq->f16 ? f(std::integral_constant<int, q4_mode_f16<M>>(), S())
+                       : f(std::integral_constant<int, M>(), S());
+    };
+    using A = std::integral_constant<int, WEFT_CU_AFFINE>;
+    if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16)
+        return run(std::integral_constant<int, WEFT_CU_OFF8>(), std::integral_constant<int, WEFT_CU_S_F16>());
+    if (w->mode != WEFT_CU_AFFINE) return cudaErrorNotSupported;
+    if (w->sdt == WEFT_CU_S_F32) return run(A(), std::integral_constant<int, WEFT_CU_S_F32>());
+    if (w->sdt == WEFT_CU_S_F16) return run(A(), std::integral_constant<int, WEFT_CU_S_F16>());
+    if (w->sdt == WEFT_CU_S_BF16) return run(A(), std::integral_constant<int, WEFT_CU_S_BF16>());
+    return cudaErrorNotSupported;
 }
 
 // x as an f16 activation buffer holds it (weft_cu_xq.f16): rounded to nearest even, magnitudes past the
@@ -272,7 +290,7 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
         const int64_t row = tile * 16 + g, s0 = row * ng + (int64_t)kb * GPB, s1 = s0 + 8 * ng;
         sg.load(w.s, s0);
         sh.load(w.s, s1);
-        if (MODE == WEFT_CU_AFFINE) {
+        if (q4_affine<MODE>) {
             bg.load(w.b, s0);
             bh.load(w.b, s1);
         }
@@ -298,7 +316,7 @@ __device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, 
         if (last) {
             sg = S.sg.get(j / SPB);
             sh = S.sh.get(j / SPB);
-            if (MODE == WEFT_CU_AFFINE) {
+            if (q4_affine<MODE>) {
                 bg = q4_affine_b(sg, S.bg.get(j / SPB));
                 bh = q4_affine_b(sh, S.bh.get(j / SPB));
             }
@@ -309,7 +327,7 @@ __device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, 
             float ls;
             xq(q, j, xv, ls);
             q4_mma_sub<q4_f16<MODE>>(C[q], Pg, Ph, xv, first);
-            if (MODE == WEFT_CU_AFFINE) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
+            if (q4_affine<MODE>) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
             if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
         }
     }
@@ -334,7 +352,7 @@ q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float
                 const int xi = row0 + 4 * q + (g >> 1), si = row0 + 4 * q + t;
                 xv = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
                             : make_uint4(0u, 0u, 0u, 0u);
-                ls = (MODE == WEFT_CU_AFFINE && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
+                ls = (q4_affine<MODE> && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
             }
         },
         acc, C, sxg);
