@@ -162,6 +162,8 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
                    weft_cu_epi epi) {
     using St = GStage<MODE, SDT, SB, GPB, L::GR>;
     constexpr int SPB = SB / GPB, TPW = L::TPW, WQ = L::WQ; // SPB: sub-blocks per scale group
+    constexpr bool H1 = q4_f16<MODE>;
+    static_assert(!H1 || WQ % 2 == 0, "f16: octets of activation rows");
     extern __shared__ __align__(16) unsigned char smem[];
     St *stage = reinterpret_cast<St *>(smem);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp % L::WM, wn = warp / L::WM;
@@ -219,6 +221,25 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
         if (p < nmine) ld.load_x(p * SST, ox0[p], tid);
         cp_commit();
     }
+    // The outputs of tile TPW·wm + m, value(m, q, h) the total of acc[m][q][h]: quads — weight rows g + 8h of
+    // activation row 4q + t; octets (H1) — (q, h) = (2o + h', c): weight row g + 8h', activation row 8o + 2t
+    // + c.
+    auto store_outs = [&](int m, auto value) {
+        const int64_t tile = tile0 + TPW * wm + m;
+        const int rb = row0 + 4 * WQ * wn;
+        if constexpr (H1) {
+#pragma unroll
+            for (int o = 0; o < WQ / 2; o++)
+#pragma unroll
+                for (int c = 0; c < 2; c++)
+                    q4_epi_store(epi, tile, rb + 8 * o + 2 * t + c, M, g, t, value(m, 2 * o, c),
+                                 value(m, 2 * o + 1, c));
+        } else {
+#pragma unroll
+            for (int q = 0; q < WQ; q++)
+                q4_epi_store(epi, tile, rb + 4 * q + t, M, g, t, value(m, q, 0), value(m, q, 1));
+        }
+    };
     int slot = 0;
     uint32_t so = (NST - 1) * SST; // the stage of block i + NST − 1 (the next copies)
     const St *S_ = stage;          // the stage of block i
@@ -266,21 +287,48 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
                             }
                         }
                     }
+                    if constexpr (H1) { // f16 buffer: octets of hi words (the header)
 #pragma unroll
-                    for (int q = 0; q < WQ; q++) {
-                        const int xr = 4 * WQ * wn + 4 * q;
-                        const uint4 xv = *reinterpret_cast<const uint4 *>(
-                            &S.x[xr + (g >> 1)][32 * j + (g & 1) * 16 + 4 * t]);
-                        if (q4_affine<MODE>) {
-                            const float ls = S.xs[xr + t][j];
-                            sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
+                        for (int o = 0; o < WQ / 2; o++) {
+                            const int xr = 4 * WQ * wn + 8 * o;
+                            const uint4 xv = *reinterpret_cast<const uint4 *>(&S.x[xr + g][32 * j + 4 * t]);
+                            if (q4_affine<MODE>)
+#pragma unroll
+                                for (int c = 0; c < 2; c++) {
+                                    const float ls = S.xs[xr + 2 * t + c][j];
+                                    sxg[2 * o + c] = first ? ls : __fadd_rn(sxg[2 * o + c], ls);
+                                }
+#pragma unroll
+                            for (int m = 0; m < TPW; m++) {
+                                q4_mma_sub<true>(C[m][2 * o], P[m][0], P[m][1], xv, first);
+                                if (last) // q4_fold's expressions with hi + lo = the accumulator
+#pragma unroll
+                                    for (int e = 0; e < 4; e++) {
+                                        const int h = e >> 1, c = e & 1;
+                                        float &a = acc[m][2 * o + h][c];
+                                        a = q4_affine<MODE> ? fmaf(sc[m][h], C[m][2 * o][e],
+                                                                   fmaf(bc[m][h], sxg[2 * o + c], a))
+                                                            : fmaf(sc[m][h], C[m][2 * o][e], a);
+                                    }
+                            }
                         }
+                    } else {
 #pragma unroll
-                        for (int m = 0; m < TPW; m++) {
-                            q4_mma_sub<q4_f16<MODE>>(C[m][q], P[m][0], P[m][1], xv, first);
-                            if (last)
-                                q4_fold<MODE>(acc[m][q], C[m][q], sc[m][0], sc[m][1], bc[m][0], bc[m][1],
-                                              sxg[q]);
+                        for (int q = 0; q < WQ; q++) {
+                            const int xr = 4 * WQ * wn + 4 * q;
+                            const uint4 xv = *reinterpret_cast<const uint4 *>(
+                                &S.x[xr + (g >> 1)][32 * j + (g & 1) * 16 + 4 * t]);
+                            if (q4_affine<MODE>) {
+                                const float ls = S.xs[xr + t][j];
+                                sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
+                            }
+#pragma unroll
+                            for (int m = 0; m < TPW; m++) {
+                                q4_mma_sub<false>(C[m][q], P[m][0], P[m][1], xv, first);
+                                if (last)
+                                    q4_fold<MODE>(acc[m][q], C[m][q], sc[m][0], sc[m][1], bc[m][0], bc[m][1],
+                                                  sxg[q]);
+                            }
                         }
                     }
                 }
@@ -324,22 +372,16 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
         cg::cluster_group cl = cg::this_cluster();
         cl.sync();
         if (warp % CL == rank) {
+            auto sum = [&](int m, int q, int h) { // the KW slot sums of (m, q, h), in slot order
+                float v = cl.map_shared_rank(part, 0)[pidx(0, warp, m, q, h)];
+                for (int sl = 1; sl < KW; sl++)
+                    v = __fadd_rn(v, cl.map_shared_rank(part, sl % CL)[pidx(sl / CL, warp, m, q, h)]);
+                return v;
+            };
 #pragma unroll
             for (int m = 0; m < TPW; m++) {
                 if (tile0 + TPW * wm + m >= ntiles) continue;
-#pragma unroll
-                for (int q = 0; q < WQ; q++) {
-                    float v[2];
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        v[h] = cl.map_shared_rank(part, 0)[pidx(0, warp, m, q, h)];
-                        for (int sl = 1; sl < KW; sl++)
-                            v[h] = __fadd_rn(v[h],
-                                             cl.map_shared_rank(part, sl % CL)[pidx(sl / CL, warp, m, q, h)]);
-                    }
-                    q4_epi_store(epi, tile0 + TPW * wm + m, row0 + 4 * WQ * wn + 4 * q + t, M, g, t, v[0],
-                                 v[1]);
-                }
+                store_outs(m, sum);
             }
         }
         cl.sync(); // no block leaves while another may still read its sums
@@ -359,10 +401,7 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
 #pragma unroll
         for (int m = 0; m < TPW; m++) {
             if (tile0 + TPW * wm + m >= ntiles) continue;
-#pragma unroll
-            for (int q = 0; q < WQ; q++)
-                q4_epi_store(epi, tile0 + TPW * wm + m, row0 + 4 * WQ * wn + 4 * q + t, M, g, t, tot[m][q][0],
-                             tot[m][q][1]);
+            store_outs(m, [&](int mm, int q, int h) { return tot[mm][q][h]; });
         }
     }
 }
