@@ -176,6 +176,18 @@ static int set_flag(const cli_flag *f, const char *val, cli_options *o) {
 static int cli_parse_args(unsigned cmd, int argc, char **argv, cli_options *o);
 
 static int check_counts(const cli_options *o) {
+    /* --activations before any model loads or port opens (weft_model_backend_plan checks it again for
+     * library callers, and refuses f16 on the CPU backend) */
+    if (o->activations && strcmp(o->activations, "fp32") && strcmp(o->activations, "f16")) {
+        fprintf(stderr, "weft: --activations '%s': expected fp32 or f16\n", o->activations);
+        return 2;
+    }
+#ifndef WEFT_HAVE_CUDA
+    if (o->activations && !strcmp(o->activations, "f16")) {
+        fprintf(stderr, "weft: --activations f16 needs the CUDA backend; this build is CPU only\n");
+        return 2;
+    }
+#endif
     if (o->context == 1) { /* a prompt token and one generated need two positions */
         fprintf(stderr, "weft: --context must be 0 (the model's) or at least 2, got 1\n");
         return 2;

@@ -188,4 +188,7 @@ def test_activations_flag():
     assert p.stderr.startswith("weft: ") and p.stderr.count("\n") == 1, p.stderr
     p = run(*base, "--activations", "fp16", check=False)
     assert p.returncode != 0 and "--activations 'fp16'" in p.stderr, p.stderr
+    # refused at parse time: before the model (here a missing file) is even opened
+    p = run("run", "/nonexistent.gguf", "--prompt", "Hi", "--activations", "bogus", check=False)
+    assert p.returncode == 2 and "--activations 'bogus'" in p.stderr, p.stderr
     assert "--activations" in run("run", "--help").stdout
