@@ -305,10 +305,8 @@ __global__ void __launch_bounds__(L::NT, L::BPSM)
 #pragma unroll
                                     for (int e = 0; e < 4; e++) {
                                         const int h = e >> 1, c = e & 1;
-                                        float &a = acc[m][2 * o + h][c];
-                                        a = q4_affine<MODE> ? fmaf(sc[m][h], C[m][2 * o][e],
-                                                                   fmaf(bc[m][h], sxg[2 * o + c], a))
-                                                            : fmaf(sc[m][h], C[m][2 * o][e], a);
+                                        q4_fold1<MODE>(acc[m][2 * o + h][c], sc[m][h], bc[m][h],
+                                                       sxg[2 * o + c], C[m][2 * o][e]);
                                     }
                             }
                         }

@@ -251,10 +251,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                     const float sx = group_sx(8 * q + 2 * t + c);
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        float &a = acc[4 * q + 2 * h + c];
-                        const float sc = h ? pend.s1 : pend.s0, bc = h ? pend.b1 : pend.b0;
-                        a = q4_affine<MODE> ? fmaf(sc, D[4 * q + 2 * h + c], fmaf(bc, sx, a))
-                                            : fmaf(sc, D[4 * q + 2 * h + c], a);
+                        q4_fold1<MODE>(acc[4 * q + 2 * h + c], h ? pend.s1 : pend.s0, h ? pend.b1 : pend.b0,
+                                       sx, D[4 * q + 2 * h + c]);
                     }
                 }
             } else {

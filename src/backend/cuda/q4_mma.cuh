@@ -120,9 +120,17 @@ __device__ __forceinline__ void q4_mma_sub(float C[4], const uint32_t Pg[4], con
     q4_mma<F16>(C, Pg[2], Ph[2], Pg[3], Ph[3], x.z, x.w);
 }
 
+// One output's fold of a scale group's sum p: OFF8: acc = fmaf(s, p, acc); AFFINE: acc = fmaf(s, p, fmaf(b',
+// Σx_G, acc)) with b' = b + 8s (q4_affine_b) and sx = Σx_G (mma_q4.cu's header). The f16 kernels' hi-only
+// forms (gemm_q4w.cu's H1, gemm_q4.cu's octets) fold each accumulator with it directly (p = hi + 0 = hi).
+template <int MODE>
+__device__ __forceinline__ void q4_fold1(float &acc, float s, float b, float sx, float p) {
+    acc = q4_affine<MODE> ? fmaf(s, p, fmaf(b, sx, acc)) : fmaf(s, p, acc);
+}
+
 // The end of a scale group: its hi + lo sums (C[0] + C[1] for row g, C[2] + C[3] for row g + 8) into the
-// lane's two outputs, OFF8: acc = fmaf(s, p, acc); AFFINE: acc = fmaf(s, p, fmaf(b', Σx_G, acc)) with
-// b' = b + 8s (q4_affine_b) and sx = Σx_G (mma_q4.cu's header).
+// lane's two outputs, q4_fold1's expressions. (Written out rather than through q4_fold1: with the helper,
+// ptxas schedules gemv_q4.cu / mma_q4x.cu / gemm_q4.cu differently — not re-timed, so not taken.)
 template <int MODE>
 __device__ __forceinline__ void q4_fold(float acc[2], const float C[4], float sg, float sh, float bg,
                                         float bh, float sx) {
