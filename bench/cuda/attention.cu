@@ -9,24 +9,28 @@ struct Case {
     int Hq, Hkv, d, cap;
 };
 
-// Fills one stream's cache for layer 0 with random K/V; returns the host copy [2][cap][kvd].
-std::vector<float> fill_cache(float *kv, const Case &c, uint64_t seed) {
+size_t kv_elems(const Case &c) {
+    return (size_t)2 * c.cap * c.Hkv * c.d;
+}
+
+// A stream's cache for layer 0 (f16: an f16 cache) with random K/V; returns the values it holds
+// [2][cap][kvd].
+std::vector<float> fill_cache(void **kv, const Case &c, uint64_t seed, int f16) {
     Rng rng(seed);
-    const size_t n = (size_t)2 * c.cap * c.Hkv * c.d;
-    std::vector<float> h(n);
-    for (auto &v : h) v = rng.uniform();
-    CK(cudaMemcpy(kv, h.data(), n * 4, cudaMemcpyHostToDevice));
+    std::vector<float> h(kv_elems(c));
+    for (auto &v : h) v = kv_round(rng.uniform(), f16);
+    *kv = kv_upload(h, f16);
     return h;
 }
 
 // Positions past `last` of one stream's cache (layer 0, K and V) set to NaN: no result may read them.
-void poison_after(float *kv, const Case &c, int last) {
+void poison_after(void *kv, const Case &c, int last, int f16) {
     const size_t kvd = (size_t)c.Hkv * c.d, n = (size_t)(c.cap - 1 - last) * kvd;
     if (last + 1 >= c.cap) return;
     const std::vector<float> nan(n, NAN);
     for (int w = 0; w < 2; w++)
-        CK(cudaMemcpy(kv + ((size_t)w * c.cap + (size_t)last + 1) * kvd, nan.data(), n * 4,
-                      cudaMemcpyHostToDevice));
+        kv_copy_in((char *)kv + ((size_t)w * c.cap + (size_t)last + 1) * kvd * kv_elem_bytes(f16), nan.data(),
+                   n, f16);
 }
 
 double ref_check(const Case &c, const std::vector<float> &q, const std::vector<float> &cache,
@@ -59,13 +63,12 @@ double ref_check(const Case &c, const std::vector<float> &q, const std::vector<f
 
 void run_case(const Case &c, const int *positions, int n_rows, int f16 = 0) {
     const int qd = c.Hq * c.d;
-    float *kv[2];
-    for (auto &p : kv) CK(cudaMalloc(&p, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
-    std::vector<float> cache0 = fill_cache(kv[0], c, 1), cache1 = fill_cache(kv[1], c, 2);
+    void *kv[2];
+    std::vector<float> cache0 = fill_cache(&kv[0], c, 1, f16), cache1 = fill_cache(&kv[1], c, 2, f16);
     for (int sidx = 0; sidx < 2; sidx++) {
         int last = -1;
         for (int r = sidx; r < n_rows; r += 2) last = std::max(last, positions[r]);
-        poison_after(kv[sidx], c, last);
+        poison_after(kv[sidx], c, last, f16);
     }
     Rng rng(3);
     std::vector<float> q((size_t)n_rows * qd);
@@ -109,13 +112,13 @@ void run_case(const Case &c, const int *positions, int n_rows, int f16 = 0) {
 // read each other's K and V from L2).
 void time_decode(const Case &c, int ctx, int n_rows, int f16 = 0) {
     const int qd = c.Hq * c.d;
-    const size_t kvf = (size_t)2 * c.cap * c.Hkv * c.d;
+    const size_t kvb = kv_elems(c) * kv_elem_bytes(f16);
     float *dq = nullptr, *dout = nullptr;
-    std::vector<float *> kv(n_rows);
+    std::vector<void *> kv(n_rows);
     std::vector<weft_cu_row> rows(n_rows);
     for (int r = 0; r < n_rows; r++) {
-        CK(cudaMalloc(&kv[r], kvf * sizeof(float)));
-        CK(cudaMemset(kv[r], 0x3c, kvf * sizeof(float)));
+        CK(cudaMalloc(&kv[r], kvb));
+        CK(cudaMemset(kv[r], 0x3c, kvb));
         rows[r] = weft_cu_row{kv[r], ctx - 1, 0, c.cap, 0};
     }
     CK(cudaMalloc(&dq, (size_t)n_rows * qd * 4));
@@ -130,10 +133,10 @@ void time_decode(const Case &c, int ctx, int n_rows, int f16 = 0) {
     });
     CK(cudaGetLastError());
     cudaFree(scratch);
-    double bytes = 2.0 * ctx * c.Hkv * c.d * 4 * n_rows;
+    double bytes = 2.0 * ctx * c.Hkv * c.d * (double)kv_elem_bytes(f16) * n_rows;
     printf("attention decode %d/%d d=%d ctx=%-6d rows=%-3d %s %.3f ms  %.0f GB/s (KV bytes / time)\n", c.Hq,
            c.Hkv, c.d, ctx, n_rows, f16 ? "f16 " : "fp32", t, bytes / t / 1e6);
-    for (float *p : kv) cudaFree(p);
+    for (void *p : kv) cudaFree(p);
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(drows);
@@ -144,9 +147,8 @@ void time_decode(const Case &c, int ctx, int n_rows, int f16 = 0) {
 // reference on a sample of rows).
 void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, int f16 = 0) {
     const int qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv);
-    float *kv[2];
-    for (auto &p : kv) CK(cudaMalloc(&p, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
-    std::vector<float> cache0 = fill_cache(kv[0], c, 5), cache1 = fill_cache(kv[1], c, 6);
+    void *kv[2];
+    std::vector<float> cache0 = fill_cache(&kv[0], c, 5, f16), cache1 = fill_cache(&kv[1], c, 6, f16);
     std::vector<weft_cu_row> rows;
     std::vector<weft_cu_tile> tiles;
     for (size_t si = 0; si < segs.size(); si++) {
@@ -161,7 +163,7 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
         int last = -1;
         for (size_t si = sidx; si < segs.size(); si += 2)
             last = std::max(last, segs[si].first + segs[si].second - 1);
-        poison_after(kv[sidx], c, last);
+        poison_after(kv[sidx], c, last, f16);
     }
     Rng rng(9);
     std::vector<float> q((size_t)n * qd);
@@ -203,9 +205,10 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
 // A 256-row prefill chunk ending at position ctx - 1: per-row kernel vs tiles.
 void time_prefill(const Case &c, int ctx, int f16 = 0) {
     const int n = 256, qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv);
-    float *kv = nullptr, *dq = nullptr, *dout = nullptr, *scratch = nullptr;
-    CK(cudaMalloc(&kv, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
-    CK(cudaMemset(kv, 0x3c, (size_t)2 * c.cap * c.Hkv * c.d * sizeof(float)));
+    void *kv = nullptr;
+    float *dq = nullptr, *dout = nullptr, *scratch = nullptr;
+    CK(cudaMalloc(&kv, kv_elems(c) * kv_elem_bytes(f16)));
+    CK(cudaMemset(kv, 0x3c, kv_elems(c) * kv_elem_bytes(f16)));
     CK(cudaMalloc(&dq, (size_t)n * qd * 4));
     CK(cudaMemset(dq, 0x3c, (size_t)n * qd * 4));
     CK(cudaMalloc(&dout, (size_t)n * qd * 4));

@@ -14,14 +14,14 @@ struct Case {
 // One path's buffers for n rows of distinct streams: a cache per row (positions from the row's own on set to
 // NaN: each path must write pos before reading it and never read past it) and the same q, k, v rows.
 struct Bufs {
-    std::vector<float *> kv;
+    std::vector<void *> kv; // f16: f16 caches (weft_cu_row)
     float *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *scratch = nullptr;
     uint32_t *xf = nullptr;
     float *xs = nullptr;
     weft_cu_row *rows = nullptr;
     size_t scratch_floats = 0;
     void release() {
-        for (float *p : kv) cudaFree(p);
+        for (void *p : kv) cudaFree(p);
         for (float *p : {q, k, v, out, scratch, xs}) cudaFree(p);
         cudaFree(xf);
         cudaFree(rows);
@@ -33,7 +33,7 @@ size_t kv_floats(const Case &c) {
 }
 
 Bufs make_bufs(const Case &c, const std::vector<int> &pos, const std::vector<std::vector<float>> &cache,
-               const std::vector<float> &qkv) {
+               const std::vector<float> &qkv, int f16) {
     Bufs b;
     const int n = (int)pos.size(), qd = c.Hq * c.d, kvd = c.Hkv * c.d;
     std::vector<weft_cu_row> rows;
@@ -42,7 +42,7 @@ Bufs make_bufs(const Case &c, const std::vector<int> &pos, const std::vector<std
         for (int w = 0; w < 2; w++)
             for (size_t i = ((size_t)w * c.cap + pos[r]) * kvd; i < ((size_t)w + 1) * c.cap * kvd; i++)
                 h[i] = NAN;
-        b.kv.push_back(dev_upload(h));
+        b.kv.push_back(kv_upload(h, f16));
         rows.push_back(weft_cu_row{b.kv.back(), pos[r], 0, c.cap, 0});
     }
     const size_t nq = (size_t)n * qd, nk = (size_t)n * kvd;
@@ -94,14 +94,14 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
     for (auto &x : qkv) x = 2.0f * rng.uniform();
     float *dfreq = nullptr;
     const weft_cu_rope rope = make_rope(c, &dfreq);
-    Bufs A = make_bufs(c, pos, cache, qkv), B = make_bufs(c, pos, cache, qkv);
+    // rows at an odd first position take f16 arithmetic and caches and write f16 buffers (--activations
+    // f16), the others fp32
+    const int f16 = pos[0] & 1;
+    Bufs A = make_bufs(c, pos, cache, qkv, f16), B = make_bufs(c, pos, cache, qkv, f16);
     const size_t ncnt = (size_t)weft_cu_attention_decode_counters(n, c.Hkv);
     int *counters = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
     CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
-    // rows at an odd first position take f16 arithmetic and write f16 buffers (--activations f16), the others
-    // fp32
-    const int f16 = pos[0] & 1;
     const weft_cu_xq xa{A.xf, A.xs, qd, f16}, xb{B.xf, B.xs, qd, f16};
     std::vector<float> nqw(c.d), nkw(c.d);
     for (auto &x : nqw) x = 0.5f + rng.uniform();
@@ -112,7 +112,7 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
         CK(weft_cu_rmsnorm(A.q, c.d, A.q, c.d, nullptr, dnq, n * c.Hq, c.d, eps, 0));
         CK(weft_cu_rmsnorm(A.k, c.d, A.k, c.d, nullptr, dnk, n * c.Hkv, c.d, eps, 0));
     }
-    CK(weft_cu_rope_store(A.q, A.k, A.v, A.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, 0));
+    CK(weft_cu_rope_store(A.q, A.k, A.v, A.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, f16, 0));
     CK(weft_cu_attention(A.q, A.out, A.rows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, f16,
                          0));
     CK(weft_cu_xq_prep(A.out, qd, n, &xa, 0));
@@ -126,7 +126,7 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
         CK(cudaDeviceSynchronize());
         if (rep == 0) {
             out1 = dev_download(B.out, nq);
-            for (int r = 0; r < n; r++) kv1[r] = dev_download(B.kv[r], kv_floats(c));
+            for (int r = 0; r < n; r++) kv1[r] = kv_values(B.kv[r], kv_floats(c), f16);
             xf1 = dev_download(B.xf, nq);
             xs1 = dev_download(B.xs, nsub);
             // the second launch must not lean on the first one's records: scratch poisoned in between
@@ -145,8 +145,8 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
     EXPECT(same_bits(oa.data(), ob.data(), nq, &i), "%s: output %zu (row %zu): %a vs %a", what, i, i / qd,
            oa[i], ob[i]);
     for (int r = 0; r < n; r++) {
-        const std::vector<float> ka = dev_download(A.kv[r], kv_floats(c)),
-                                 kb = dev_download(B.kv[r], kv_floats(c));
+        const std::vector<float> ka = kv_values(A.kv[r], kv_floats(c), f16),
+                                 kb = kv_values(B.kv[r], kv_floats(c), f16);
         EXPECT(same_bits(ka.data(), kb.data(), ka.size(), &i), "%s: row %d cache float %zu: %a vs %a", what,
                r, i, ka[i], kb[i]);
         EXPECT(same_bits(kv1[r].data(), kb.data(), kb.size(), &i),
@@ -188,7 +188,7 @@ void check_refusals() {
     const weft_cu_rope rope = make_rope(c, &dfreq);
     const std::vector<std::vector<float>> cache(1, std::vector<float>(kv_floats(c), 0.5f));
     const std::vector<float> qkv((size_t)(c.Hq + 2 * c.Hkv) * c.d, 0.25f);
-    Bufs B = make_bufs(c, {10}, cache, qkv);
+    Bufs B = make_bufs(c, {10}, cache, qkv, 0);
     int *counters = nullptr;
     CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
     CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
@@ -226,8 +226,9 @@ void check_refusals() {
     cudaFree(dfreq);
 }
 
-// Back-to-back time of the stage both ways for n rows at one position (the 8B shape: 32/8 heads of 128).
-void time_stage(int pos, int n = 1) {
+// Back-to-back time of the stage both ways for n rows at one position (the 8B shape: 32/8 heads of 128); f16:
+// f16 arithmetic and caches.
+void time_stage(int pos, int n = 1, int f16 = 0) {
     const Case c{32, 8, 128, 4096, 128, 0};
     const int qd = c.Hq * c.d;
     const float scale = 1.0f / sqrtf((float)c.d);
@@ -235,30 +236,29 @@ void time_stage(int pos, int n = 1) {
     const weft_cu_rope rope = make_rope(c, &dfreq);
     const std::vector<std::vector<float>> cache(n, std::vector<float>(kv_floats(c), 0.01f));
     const std::vector<float> qkv((size_t)n * (qd + 2 * c.Hkv * c.d), 0.02f);
-    Bufs B = make_bufs(c, std::vector<int>(n, pos), cache, qkv);
+    Bufs B = make_bufs(c, std::vector<int>(n, pos), cache, qkv, f16);
     const size_t ncnt = (size_t)weft_cu_attention_decode_counters(n, c.Hkv);
     int *counters = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
     CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
-    const weft_cu_xq xb{B.xf, B.xs, qd, 0};
+    const weft_cu_xq xb{B.xf, B.xs, qd, f16};
     constexpr int N = 32; // launches per timed run (a model's layers)
     const double sep = time_ms([&] {
         for (int i = 0; i < N; i++) {
-            CK(weft_cu_rope_store(B.q, B.k, B.v, B.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, 0));
-            CK(weft_cu_attention(B.q, B.out, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale, B.scratch, c.cap, 0,
-                                 0));
+            CK(weft_cu_rope_store(B.q, B.k, B.v, B.rows, n, c.Hq, c.Hkv, c.d, 0, &rope, f16, 0));
+            CK(weft_cu_attention(B.q, B.out, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale, B.scratch, c.cap,
+                                 f16, 0));
             CK(weft_cu_xq_prep(B.out, qd, n, &xb, 0));
         }
     });
     const double one = time_ms([&] {
         for (int i = 0; i < N; i++)
             CK(weft_cu_attention_decode(B.q, B.k, B.v, B.out, &xb, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale,
-                                        &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters, 0, 0));
+                                        &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters, f16, 0));
     });
-    printf(
-        "decode attention stage 32/8 d=128 %2d row%s pos=%-5d rope + attention + prep %.2f us | one kernel "
-        "%.2f us (per layer, %d back to back)\n",
-        n, n > 1 ? "s" : " ", pos, sep * 1e3 / N, one * 1e3 / N, N);
+    printf("decode attention stage 32/8 d=128 %2d row%s pos=%-5d %s rope + attention + prep %.2f us | one "
+           "kernel %.2f us (per layer, %d back to back)\n",
+           n, n > 1 ? "s" : " ", pos, f16 ? "f16 " : "fp32", sep * 1e3 / N, one * 1e3 / N, N);
     B.release();
     cudaFree(counters);
     cudaFree(dfreq);
@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 &&
         !strcmp(argv[1], "time")) { // one timing, for the profiler: position argv[2], rows argv[3]
-        time_stage(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
+        time_stage(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 1, argc > 4 ? atoi(argv[4]) : 0);
         return report("bench_cuda_attention_decode");
     }
     for (int pos : {0, 1, 30, 31, 32, 33, 255, 256, 257, 600, 1023, 2047})
@@ -301,7 +301,9 @@ int main(int argc, char **argv) {
     check_case({8, 2, 64, 1024, 64, 1}, {900, 3, 64, 65, 500, 12}, true); // d = 64, adjacent pairs
     check_case({6, 2, 48, 1024, 48, 0}, {260, 2}, false);                 // 144-wide head group, no xq
     check_refusals();
-    for (int pos : {64, 600, 1500, 2047}) time_stage(pos);
-    for (int n : {4, 16, 64}) time_stage(600, n);
+    for (int f16 = 0; f16 < 2; f16++) {
+        for (int pos : {64, 600, 1500, 2047}) time_stage(pos, 1, f16);
+        for (int n : {4, 16, 64}) time_stage(600, n, f16);
+    }
     return report("bench_cuda_attention_decode");
 }

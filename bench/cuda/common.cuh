@@ -3,6 +3,7 @@
 #ifndef WEFT_BENCH_CUDA_COMMON_CUH
 #define WEFT_BENCH_CUDA_COMMON_CUH
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -56,6 +57,42 @@ template <class T> T *dev_upload(const std::vector<T> &h) {
 template <class T> std::vector<T> dev_download(const T *d, size_t n) {
     std::vector<T> h(n);
     CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+// KV caches as the kernels hold them (weft_cu_row): fp32, or with f16 the f16 words of the values (nearest
+// even; the harnesses' values stay far below 65504, NaN stays NaN). kv_round: the value an f16 cache holds,
+// for the references; kv_upload: a device cache of the values; kv_values: a device cache read back as floats.
+inline size_t kv_elem_bytes(int f16) {
+    return f16 ? 2 : 4;
+}
+inline float kv_round(float x, int f16) {
+    return f16 ? __half2float(__float2half_rn(x)) : x;
+}
+inline void kv_copy_in(void *d, const float *h, size_t n, int f16) {
+    if (!f16) {
+        CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+        return;
+    }
+    std::vector<__half> w(n);
+    for (size_t i = 0; i < n; i++) w[i] = __float2half_rn(h[i]);
+    CK(cudaMemcpy(d, w.data(), n * 2, cudaMemcpyHostToDevice));
+}
+inline void *kv_upload(const std::vector<float> &h, int f16) {
+    void *d = nullptr;
+    CK(cudaMalloc(&d, h.size() * kv_elem_bytes(f16) + 16));
+    kv_copy_in(d, h.data(), h.size(), f16);
+    return d;
+}
+inline std::vector<float> kv_values(const void *d, size_t n, int f16) {
+    std::vector<float> h(n);
+    if (!f16) {
+        CK(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost));
+        return h;
+    }
+    std::vector<__half> w(n);
+    CK(cudaMemcpy(w.data(), d, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) h[i] = __half2float(w[i]);
     return h;
 }
 

@@ -42,7 +42,8 @@ void check_rmsnorm(int n, int rows) {
     cudaFree(dmap);
 }
 
-void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent) {
+// f16: an f16 cache (weft_cu_row): K within f16 rounding of the reference, V rows == their f16 words.
+void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent, int f16 = 0) {
     Rng rng(13);
     const int qd = Hq * d, kvd = Hkv * d, rot = d, half = rot / 2, L = 2, layer = 1;
     std::vector<float> q((size_t)rows * qd), k((size_t)rows * kvd), v((size_t)rows * kvd), inv(half);
@@ -50,16 +51,16 @@ void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent) {
     for (auto &x : k) x = rng.uniform();
     for (auto &x : v) x = rng.uniform();
     for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / pow(500000.0, (double)(2 * i) / rot));
-    float *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v), *dinv = dev_upload(inv),
-          *kv = nullptr;
-    CK(cudaMalloc(&kv, (size_t)L * 2 * cap * kvd * sizeof(float)));
+    float *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v), *dinv = dev_upload(inv);
+    const size_t nkv = (size_t)L * 2 * cap * kvd;
+    void *kv = kv_upload(std::vector<float>(nkv, 0.0f), f16);
     std::vector<weft_cu_row> rw(rows);
     for (int r = 0; r < rows; r++) rw[r] = weft_cu_row{kv, (r * 37) % cap, 0, cap, 0};
     weft_cu_row *drows = dev_upload(rw);
     weft_cu_rope rope{rot, adjacent ? 1 : 0, 1.0f, dinv};
-    CK(weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, 0));
+    CK(weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, f16, 0));
     std::vector<float> gq = dev_download(dq, q.size());
-    std::vector<float> cache = dev_download(kv, (size_t)L * 2 * cap * kvd);
+    std::vector<float> cache = kv_values(kv, nkv, f16);
     double worst = 0;
     bool store_ok = true;
     for (int r = 0; r < rows; r++) {
@@ -75,15 +76,21 @@ void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent) {
                 worst = fmax(worst, fmax(fabs(got[a] - ra), fabs(got[b] - rb)));
             }
         }
-        store_ok &=
-            !memcmp(&cache[((size_t)(2 * layer + 1) * cap + pos) * kvd], &v[(size_t)r * kvd], kvd * 4);
+        for (int i = 0; i < kvd; i++) {
+            const float want = kv_round(v[(size_t)r * kvd + i], f16);
+            store_ok &= !memcmp(&cache[((size_t)(2 * layer + 1) * cap + pos) * kvd + i], &want, 4);
+        }
     }
-    EXPECT(worst < 2e-5 * (1 + cap / 1000.0), "rope: worst %.3g", worst);
+    // f16: |x| < 2 here, so an f16 word is within 2^-11 of the rotated value
+    EXPECT(worst < (f16 ? 1e-3 : 2e-5 * (1 + cap / 1000.0)), "rope: worst %.3g", worst);
     EXPECT(store_ok, "rope: V rows not stored");
-    double t = time_ms([&] { weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, 0); });
-    printf("rope     %d/%d heads d=%d rows=%-4d %s worst=%.1e store=%s  %.4f ms\n", Hq, Hkv, d, rows,
-           adjacent ? "adjacent" : "halves  ", worst, store_ok ? "ok" : "FAIL", t);
-    for (float *p : {dq, dk, dv, dinv, kv}) cudaFree(p);
+    double t =
+        time_ms([&] { weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, f16, 0); });
+    printf("rope     %d/%d heads d=%d rows=%-4d %s %s worst=%.1e store=%s  %.4f ms\n", Hq, Hkv, d, rows,
+           adjacent ? "adjacent" : "halves  ", f16 ? "f16 cache " : "fp32 cache", worst,
+           store_ok ? "ok" : "FAIL", t);
+    for (float *p : {dq, dk, dv, dinv}) cudaFree(p);
+    cudaFree(kv);
     cudaFree(drows);
 }
 
@@ -244,6 +251,8 @@ int main() {
     check_rope(4, 2, 16, 9, 64, true);
     check_rope(32, 8, 128, 1, 4096, false);
     check_rope(32, 8, 128, 256, 4096, false);
+    check_rope(4, 2, 16, 9, 64, true, 1); // f16 caches (--activations f16)
+    check_rope(32, 8, 128, 256, 4096, false, 1);
     check_swiglu(14336);
     check_swiglu(14336LL * 256);
     return report("bench_cuda_ops");

@@ -24,7 +24,8 @@ const cli_flag weft_cli_flags[] = {
     {"--backend", FLAG_STRING, SRV | RUN | CMD_BENCH, OFF(backend), 0, "auto", "auto|cpu|cuda"},
     {"--activations", FLAG_STRING, SRV | RUN | CMD_BENCH, OFF(activations), 0, "fp32",
      "fp32|f16: CUDA 4-bit products and attention on fp32 operands (bf16 hi/lo pairs) or on f16-rounded "
-     "ones (faster many-row products; replies within SPEC 5.5's bf16-path tolerance, exactness kept)"},
+     "ones and an f16 KV cache (faster many-row products, half the KV bytes per stream; replies within SPEC "
+     "5.5's bf16-path tolerance, exactness kept)"},
     {"--device", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(device), 0, "0", "GPU index"},
     {"--threads", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(threads), 0, "all cores", "CPU threads"},
     {"--context", FLAG_INT, SRV | RUN | CMD_BENCH, OFF(context), 0, "model's trained context",

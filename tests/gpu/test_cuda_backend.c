@@ -344,6 +344,11 @@ static void test_fixture(const char *name, bool f16) {
 
     /* 4. caches equal (snapshots of slots 0 and 1 at T); 5. restore at P, feed the rest == whole */
     size_t sb = be.ops->snapshot_bytes(be.self, T);
+    /* the cache's element: fp32, or the f16 words the f16 attention reads (half the bytes) */
+    const int64_t hd = f.cfg.head_dim > 0 ? f.cfg.head_dim : f.cfg.hidden_size / f.cfg.n_heads,
+                  hkv = f.cfg.n_kv_heads > 0 ? f.cfg.n_kv_heads : f.cfg.n_heads;
+    const size_t want_sb = (size_t)f.cfg.n_layers * 2 * (size_t)T * (size_t)(hkv * hd) * (f16 ? 2 : 4);
+    CHECK_MSG(sb == want_sb, "%s: a snapshot at %d takes %zu bytes, expected %zu", name, T, sb, want_sb);
     char *s0 = malloc(sb), *s1 = malloc(sb);
     CHECK(be.ops->save(be.self, 0, T, s0, sb, &err) == WEFT_OK);
     CHECK(be.ops->save(be.self, 1, T, s1, sb, &err) == WEFT_OK);

@@ -30,9 +30,9 @@ constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
 constexpr int kSplitRowSpans = 16, kSplitBlocks = 128, kSplitWarps = 4;
 
 // K and V fragments straight from one row's cache (keys from t0, clamped to last); Q from shared memory.
-// F16: the words are f16 (attn_split<true>); k2h / v2h give them alone.
+// F16: an f16 cache (kv_cache.cuh) whose words are the operands as they are; k2h / v2h give them alone.
 template <bool F16> struct CacheSrc : AttnQ {
-    const float *K, *V; // the kv head's column 0 at position 0
+    const KvElem<F16> *K, *V; // the kv head's column 0 at position 0
     int kvd, t0, last;
     __device__ __forceinline__ void k2(int ks, int np, uint32_t h[4], uint32_t l[4]) const {
         k(ks, 2 * np, h, l);
@@ -52,22 +52,34 @@ template <bool F16> struct CacheSrc : AttnQ {
     }
     __device__ __forceinline__ void k(int ks, int nt, uint32_t h[2], uint32_t l[2]) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-        const float *kr = K + (size_t)min(t0 + 8 * nt + g, last) * kvd + 16 * ks + 2 * t;
-        const float2 a = __ldg(reinterpret_cast<const float2 *>(kr)),
-                     b = __ldg(reinterpret_cast<const float2 *>(kr + 8));
-        attn_split<F16>(a.x, a.y, h[0], l[0]);
-        attn_split<F16>(b.x, b.y, h[1], l[1]);
+        const KvElem<F16> *kr = K + (size_t)min(t0 + 8 * nt + g, last) * kvd + 16 * ks + 2 * t;
+        if constexpr (F16) { // dims (2t, 2t + 1) and (2t + 8, 2t + 9): one word each
+            h[0] = __ldg(reinterpret_cast<const unsigned *>(kr));
+            h[1] = __ldg(reinterpret_cast<const unsigned *>(kr + 8));
+            l[0] = l[1] = 0u;
+        } else {
+            const float2 a = __ldg(reinterpret_cast<const float2 *>(kr)),
+                         b = __ldg(reinterpret_cast<const float2 *>(kr + 8));
+            attn_split<false>(a.x, a.y, h[0], l[0]);
+            attn_split<false>(b.x, b.y, h[1], l[1]);
+        }
     }
     __device__ __forceinline__ void v(int kk, int nt, uint32_t h[2], uint32_t l[2]) const {
         const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
         const int k0 = t0 + 16 * kk + 2 * t;
-        const float *vc = V + 8 * nt + g;
-        const float v0 = __ldg(vc + (size_t)min(k0, last) * kvd),
-                    v1 = __ldg(vc + (size_t)min(k0 + 1, last) * kvd),
-                    v8 = __ldg(vc + (size_t)min(k0 + 8, last) * kvd),
-                    v9 = __ldg(vc + (size_t)min(k0 + 9, last) * kvd);
-        attn_split<F16>(v0, v1, h[0], l[0]);
-        attn_split<F16>(v8, v9, h[1], l[1]);
+        const KvElem<F16> *vc = V + 8 * nt + g;
+        const KvElem<F16> v0 = __ldg(vc + (size_t)min(k0, last) * kvd),
+                          v1 = __ldg(vc + (size_t)min(k0 + 1, last) * kvd),
+                          v8 = __ldg(vc + (size_t)min(k0 + 8, last) * kvd),
+                          v9 = __ldg(vc + (size_t)min(k0 + 9, last) * kvd);
+        if constexpr (F16) {
+            h[0] = (uint32_t)v0 | (uint32_t)v1 << 16;
+            h[1] = (uint32_t)v8 | (uint32_t)v9 << 16;
+            l[0] = l[1] = 0u;
+        } else {
+            attn_split<false>(v0, v1, h[0], l[0]);
+            attn_split<false>(v8, v9, h[1], l[1]);
+        }
     }
 };
 
@@ -88,14 +100,14 @@ __global__ void __launch_bounds__(32 * SPAN)
     const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4;
     const weft_cu_row row = rows[r]; // copied in before the forward's first kernel: readable before the wait
     const int nkeys = row.pos + 1, k0 = span * NBC * KB;
-    const float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
-    const float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
+    const KvElem<F16> *Kc = kv_rows<F16>(row, layer, 0, kvd) + (size_t)j * d,
+                      *Vc = kv_rows<F16>(row, layer, 1, kvd) + (size_t)j * d;
     // Whole-span mode: before the PDL wait, each lane asks L2 for its key row of K in its warp's key block,
     // so the first k steps' loads (one round trip each) find it there. A hint only: nothing is read into
     // registers or shared memory, so nothing the predecessor writes can be stale (bench/NOTES.md session 14:
     // 16 rows x 600 positions 55.8 -> 51.1 us per layer, 16 streams +2.5%, 64 streams +4.6%).
     if (NBC != 1 && k0 + w * KB + (t & 31) < nkeys)
-        prefetch_l2(Kc + (size_t)(k0 + w * KB + (t & 31)) * kvd, (uint32_t)d * 4u);
+        prefetch_l2(Kc + (size_t)(k0 + w * KB + (t & 31)) * kvd, (uint32_t)(d * sizeof(KvElem<F16>)));
     weft_pdl_enter();
     if (k0 >= nkeys) return;
     const int NG4 = (NBC * G + 3) & ~3;
@@ -108,12 +120,12 @@ __global__ void __launch_bounds__(32 * SPAN)
     const int nb = min(NBC, (nkeys - k0 + KB - 1) / KB);
     const int pos[2] = {row.pos, row.pos}; // padded rows (heads past G) are computed and never stored
     if (NBC == 1) {                        // K, V and Q loads in flight together: one memory round trip
-        AttnKV<DMAX, 32 * kSplitWarps> kv;
+        AttnKV<DMAX, 32 * kSplitWarps, F16> kv;
         kv.load_k(Kc, kvd, k0, row.pos, d);
         kv.load_v(Vc, kvd, k0, row.pos, d);
         attn_stage_q<F16>(qh, ql, QS, 16, d, q_row);
-        kv.template store_k<F16>(kh, kl, QS, d);
-        kv.template store_v<F16>(vh, vl, d);
+        kv.store_k(kh, kl, QS, d);
+        kv.store_v(vh, vl, d);
         __syncthreads();
         const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};
         BlockOut bo{mb, lb, ob, G, d, w == 0};

@@ -103,9 +103,9 @@ __global__ void __launch_bounds__(kThreads)
     // the arrival counters stay at zero for the launches after it.
     if (t0 > pos || pos >= nbrow * KB) return;
     const bool newkey = pos < t0 + KB; // this block's keys include the row's own
-    float *Kc = row.kv + (size_t)(2 * layer) * (size_t)row.cap * (size_t)kvd + (size_t)j * d;
-    float *Vc = Kc + (size_t)row.cap * (size_t)kvd;
-    AttnKV<DMAX, kThreads> kv;
+    KvElem<F16> *Kc = kv_rows<F16>(row, layer, 0, kvd) + (size_t)j * d,
+                *Vc = kv_rows<F16>(row, layer, 1, kvd) + (size_t)j * d;
+    AttnKV<DMAX, kThreads, F16> kv;
     kv.load_k(Kc, kvd, t0, pos - 1, d);
     kv.load_v(Vc, kvd, t0, pos - 1, d);
     weft_pdl_enter();
@@ -139,14 +139,14 @@ __global__ void __launch_bounds__(kThreads)
     if (newkey) {
         kv.set_key(t0, pos, knew, vnew, d);
         for (int c = t; c < d; c += kThreads) {
-            Kc[(size_t)pos * kvd + c] = knew[c];
-            Vc[(size_t)pos * kvd + c] = vnew[c];
+            Kc[(size_t)pos * kvd + c] = kv_elem<F16>(knew[c]);
+            Vc[(size_t)pos * kvd + c] = kv_elem<F16>(vnew[c]);
         }
     }
     attn_stage_q<F16>(qh, ql, QS, 16, d,
                       [&](int g) -> const float * { return g < G ? xg + g * d : nullptr; });
-    kv.template store_k<F16>(kh, kl, QS, d);
-    kv.template store_v<F16>(vh, vl, d);
+    kv.store_k(kh, kl, QS, d);
+    kv.store_v(vh, vl, d);
     __syncthreads(); // the planes are staged; xg (the rotated q) is free for o_b
     {
         const SmemSrc src{{qh, ql, QS}, kh, kl, vh, vl};

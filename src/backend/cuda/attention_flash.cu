@@ -69,8 +69,8 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     if (kb0 >= kb1) return; // the tile's keys end before this span
     uint32_t *qh = smw, *ql = qh + kRowHeads * QS, *kh = ql + kRowHeads * QS, *kl = kh + KB * QS;
     uint32_t *vh = kl + KB * QS, *vl = vh + d * kAttnVS;
-    const float *Kc = row0.kv + (size_t)(2 * layer) * (size_t)row0.cap * (size_t)kvd + (size_t)j * d;
-    const float *Vc = Kc + (size_t)row0.cap * (size_t)kvd;
+    const KvElem<F16> *Kc = kv_rows<F16>(row0, layer, 0, kvd) + (size_t)j * d,
+                      *Vc = kv_rows<F16>(row0, layer, 1, kvd) + (size_t)j * d;
 
     attn_stage_q<F16>(qh, ql, QS, kRowHeads, d, [&](int rh) -> const float * {
         const int rr = rh / G;
@@ -96,11 +96,11 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
         const int t0 = kb * KB;
         __syncthreads(); // Q is staged; the previous block's operands are consumed
         {                // K, then V (registers are short here: os holds 64)
-            AttnKV<DMAX, kWarps * 32> kv;
+            AttnKV<DMAX, kWarps * 32, F16> kv;
             kv.load_k(Kc, kvd, t0, P, d);
-            kv.template store_k<F16>(kh, kl, QS, d);
+            kv.store_k(kh, kl, QS, d);
             kv.load_v(Vc, kvd, t0, P, d);
-            kv.template store_v<F16>(vh, vl, d);
+            kv.store_v(vh, vl, d);
         }
         __syncthreads();
         sf.live[0] = pos[0] >= t0;

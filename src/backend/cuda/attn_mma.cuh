@@ -23,6 +23,7 @@
 #define WEFT_ATTN_MMA_CUH
 
 #include "attn_common.cuh"
+#include "kv_cache.cuh"
 #include "q4_mma.cuh"
 
 #include <stdint.h>
@@ -309,101 +310,121 @@ __device__ __forceinline__ void attn_stage8(uint32_t *hi, uint32_t *lo, int w, f
 }
 
 // The K rows and Vᵀ columns of the key block t0 .. t0 + KB − 1 of one kv head (K, V: its column 0 at position
-// 0, rows kvd floats apart) staged as hi/lo planes (SmemSrc's layout), keys past `last` as zeros, by the
-// block's NT threads: load_k / load_v put every load of the thread in flight (32-byte reads), store_k /
-// store_v split and store them. A caller with registers to spare loads both before storing either (one
-// memory round trip). set_key replaces one key's loaded values (the fused decode kernel's new key, which it
-// stores into the cache in the same launch and so must not read back from there).
-template <int DMAX, int NT> struct AttnKV {
+// 0, rows kvd elements apart; F16: an f16 cache, kv_cache.cuh) staged as hi/lo planes (SmemSrc's layout),
+// keys past `last` as zeros, by the block's NT threads: load_k / load_v put every load of the thread in
+// flight (32-byte reads of fp32, 16-byte of f16), store_k / store_v split and store them (an f16 cache's
+// words are already the hi words attn_split<true> makes: they are stored as loaded, V's interleaved by key
+// pair). A caller with registers to spare loads both before storing either (one memory round trip). set_key
+// replaces one key's loaded values (the fused decode kernel's new key, which it stores into the cache in the
+// same launch and so must not read back from there).
+template <int DMAX, int NT, bool F16 = false> struct AttnKV {
+    using E = KvElem<F16>;
     static constexpr int KB = WEFT_CU_ATTN_KB, KI = (KB * (DMAX / 8) + NT - 1) / NT,
                          VI = (KB / 2 * (DMAX / 8) + NT - 1) / NT;
-    float4 k[KI][2], v[VI][4];
-    __device__ __forceinline__ void load_k(const float *K, int kvd, int t0, int last, int d) {
+    static constexpr int NW = F16 ? 1 : 2; // 16-byte words per 8 values of a key row
+    uint4 k[KI][NW], v[VI][2][NW];         // cache words as loaded: v[u][kk] = key 2kp + kk
+    __device__ __forceinline__ static void load8(uint4 (&dst)[NW], const E *s) {
+#pragma unroll
+        for (int h = 0; h < NW; h++) dst[h] = reinterpret_cast<const uint4 *>(s)[h];
+    }
+    __device__ __forceinline__ void load_k(const E *K, int kvd, int t0, int last, int d) {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < KI; u++) {
             const int i = threadIdx.x + u * NT, key = i / d8, c = i % d8;
-            k[u][0] = k[u][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (i < KB * d8 && t0 + key <= last) {
-                const float *s = K + (size_t)(t0 + key) * kvd + 8 * c;
-                k[u][0] = *reinterpret_cast<const float4 *>(s);
-                k[u][1] = *reinterpret_cast<const float4 *>(s + 4);
-            }
+#pragma unroll
+            for (int h = 0; h < NW; h++) k[u][h] = make_uint4(0u, 0u, 0u, 0u);
+            if (i < KB * d8 && t0 + key <= last) load8(k[u], K + (size_t)(t0 + key) * kvd + 8 * c);
         }
     }
-    template <bool F16 = false>
     __device__ __forceinline__ void store_k(uint32_t *kh, uint32_t *kl, int qs, int d) const {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < KI; u++) {
-            const int i = threadIdx.x + u * NT;
-            if (i < KB * d8) attn_stage8<F16>(kh, kl, (i / d8) * qs + 4 * (i % d8), k[u][0], k[u][1]);
+            const int i = threadIdx.x + u * NT, w = (i / d8) * qs + 4 * (i % d8);
+            if (i >= KB * d8) continue;
+            if constexpr (F16)
+                *reinterpret_cast<uint4 *>(kh + w) = k[u][0];
+            else
+                attn_stage8<false>(kh, kl, w, as_float4(k[u][0]), as_float4(k[u][1]));
         }
     }
     // V: a thread takes a key pair and 8 dims: word (dim, pair) of Vᵀ = (v[key 2kp][dim], v[2kp + 1][dim])
-    __device__ __forceinline__ void load_v(const float *V, int kvd, int t0, int last, int d) {
+    __device__ __forceinline__ void load_v(const E *V, int kvd, int t0, int last, int d) {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < VI; u++) {
             const int i = threadIdx.x + u * NT, kp = i % (KB / 2), c = i / (KB / 2), k0 = t0 + 2 * kp;
 #pragma unroll
-            for (int e = 0; e < 4; e++) v[u][e] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int e = 0; e < 2 * NW; e++) v[u][e / NW][e % NW] = make_uint4(0u, 0u, 0u, 0u);
             if (i >= KB / 2 * d8) continue;
-            const float *s = V + (size_t)k0 * kvd + 8 * c;
-            if (k0 <= last) {
-                v[u][0] = *reinterpret_cast<const float4 *>(s);
-                v[u][1] = *reinterpret_cast<const float4 *>(s + 4);
-            }
-            if (k0 + 1 <= last) {
-                v[u][2] = *reinterpret_cast<const float4 *>(s + kvd);
-                v[u][3] = *reinterpret_cast<const float4 *>(s + kvd + 4);
-            }
+            const E *s = V + (size_t)k0 * kvd + 8 * c;
+            if (k0 <= last) load8(v[u][0], s);
+            if (k0 + 1 <= last) load8(v[u][1], s + kvd);
         }
     }
     // Key `key` (t0 <= key < t0 + KB, past the `last` of the loads, so loaded as zeros) from knew and vnew
-    // (d values each, 16-byte aligned): what the loads give when that key is in the cache.
+    // (d fp32 values each, 16-byte aligned): what the loads give when that key is in the cache.
     __device__ __forceinline__ void set_key(int t0, int key, const float *knew, const float *vnew, int d) {
         const int d8 = d / 8;
-        const float4 *kn = reinterpret_cast<const float4 *>(knew),
-                     *vn = reinterpret_cast<const float4 *>(vnew);
 #pragma unroll
         for (int u = 0; u < KI; u++) {
             const int i = threadIdx.x + u * NT, c = i % d8;
-            if (i < KB * d8 && t0 + i / d8 == key) {
-                k[u][0] = kn[2 * c];
-                k[u][1] = kn[2 * c + 1];
-            }
+            if (i < KB * d8 && t0 + i / d8 == key) words8(k[u], knew + 8 * c);
         }
 #pragma unroll
         for (int u = 0; u < VI; u++) {
             const int i = threadIdx.x + u * NT, kp = i % (KB / 2), c = i / (KB / 2), k0 = t0 + 2 * kp;
             if (i >= KB / 2 * d8) continue;
-            if (k0 == key) {
-                v[u][0] = vn[2 * c];
-                v[u][1] = vn[2 * c + 1];
-            }
-            if (k0 + 1 == key) {
-                v[u][2] = vn[2 * c];
-                v[u][3] = vn[2 * c + 1];
-            }
+            if (k0 == key) words8(v[u][0], vnew + 8 * c);
+            if (k0 + 1 == key) words8(v[u][1], vnew + 8 * c);
         }
     }
-    template <bool F16 = false>
     __device__ __forceinline__ void store_v(uint32_t *vh, uint32_t *vl, int d) const {
         const int d8 = d / 8;
 #pragma unroll
         for (int u = 0; u < VI; u++) {
             const int i = threadIdx.x + u * NT, kp = i % (KB / 2), c = i / (KB / 2);
             if (i >= KB / 2 * d8) continue;
-            const float *v0 = reinterpret_cast<const float *>(&v[u][0]),
-                        *v1 = reinterpret_cast<const float *>(&v[u][2]);
+            if constexpr (F16) {
+                const uint32_t *a = reinterpret_cast<const uint32_t *>(&v[u][0][0]),
+                               *b = reinterpret_cast<const uint32_t *>(&v[u][1][0]);
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                uint32_t h, l;
-                attn_split<F16>(v0[e], v1[e], h, l);
-                vh[(8 * c + e) * kAttnVS + kp] = h;
-                if constexpr (!F16) vl[(8 * c + e) * kAttnVS + kp] = l;
+                for (int e = 0; e < 8; e++) // the low or high halves of keys 2kp and 2kp + 1
+                    vh[(8 * c + e) * kAttnVS + kp] = __byte_perm(a[e / 2], b[e / 2], e % 2 ? 0x7632 : 0x5410);
+            } else {
+                const float *v0 = reinterpret_cast<const float *>(&v[u][0][0]),
+                            *v1 = reinterpret_cast<const float *>(&v[u][1][0]);
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    uint32_t h, l;
+                    attn_split<false>(v0[e], v1[e], h, l);
+                    vh[(8 * c + e) * kAttnVS + kp] = h;
+                    vl[(8 * c + e) * kAttnVS + kp] = l;
+                }
             }
+        }
+    }
+
+  private:
+    __device__ __forceinline__ static float4 as_float4(uint4 w) {
+        return make_float4(__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z),
+                           __uint_as_float(w.w));
+    }
+    // the cache words of 8 fp32 values (what rope_store writes for them, kv_elem)
+    __device__ __forceinline__ static void words8(uint4 (&dst)[NW], const float *x) {
+        const float4 a = reinterpret_cast<const float4 *>(x)[0], b = reinterpret_cast<const float4 *>(x)[1];
+        if constexpr (F16) {
+            uint32_t lo;
+            attn_split<true>(a.x, a.y, dst[0].x, lo);
+            attn_split<true>(a.z, a.w, dst[0].y, lo);
+            attn_split<true>(b.x, b.y, dst[0].z, lo);
+            attn_split<true>(b.z, b.w, dst[0].w, lo);
+        } else {
+            dst[0] = make_uint4(__float_as_uint(a.x), __float_as_uint(a.y), __float_as_uint(a.z),
+                                __float_as_uint(a.w));
+            dst[NW - 1] = make_uint4(__float_as_uint(b.x), __float_as_uint(b.y), __float_as_uint(b.z),
+                                     __float_as_uint(b.w));
         }
     }
 };

@@ -35,8 +35,14 @@ int weft_cuda_device_info(int device, char *name, size_t name_size, int *cc_majo
     return 0;
 }
 
+/* Bytes of one KV cache element: the f16 mode's cache holds the f16 words its attention reads (weft_cu_row).
+ */
+static size_t kv_elem_bytes(const cu_backend *b) {
+    return b->act_f16 ? 2 : sizeof(float);
+}
+
 size_t cu_kv_bytes(const cu_backend *b, int capacity) {
-    return (size_t)b->L * 2 * (size_t)capacity * (size_t)(b->Hkv * b->d) * sizeof(float);
+    return (size_t)b->L * 2 * (size_t)capacity * (size_t)(b->Hkv * b->d) * kv_elem_bytes(b);
 }
 
 /* Free device memory minus the reserve (0 when the reserve is larger). */
@@ -111,7 +117,8 @@ static void cu_memory(void *self, size_t *used, size_t *free_bytes) {
     if (free_bytes) *free_bytes = device_free(b);
 }
 
-/* Snapshot at pos: per layer the K rows [0, pos) then the V rows [0, pos) (the CPU family's layout). */
+/* Snapshot at pos: per layer the K rows [0, pos) then the V rows [0, pos) (the CPU family's layout; f16 words
+ * in the f16 mode, kv_elem_bytes). */
 static size_t cu_snapshot_bytes(void *self, int pos) {
     const cu_backend *b = self;
     return pos < 0 ? 0 : cu_kv_bytes(b, pos);
@@ -126,11 +133,11 @@ static weft_status snapshot_copy(cu_backend *b, int slot, int pos, void *host, s
     if (bytes != cu_kv_bytes(b, pos))
         return weft_err_set(err, WEFT_EINVAL, "snapshot: %zu bytes given for a snapshot at %d", bytes, pos);
     CU_TRY(cudaSetDevice(b->dev), "selecting the device");
-    const size_t kvd = (size_t)(b->Hkv * b->d), rows = (size_t)pos * kvd * sizeof(float);
+    const size_t kvd = (size_t)(b->Hkv * b->d), es = kv_elem_bytes(b), rows = (size_t)pos * kvd * es;
     char *h = host;
     for (int64_t l = 0; l < b->L; l++)
         for (int w = 0; w < 2; w++, h += rows) {
-            float *dev = b->kv[slot] + ((size_t)(2 * l + w) * (size_t)b->cap[slot]) * kvd;
+            char *dev = (char *)b->kv[slot] + ((size_t)(2 * l + w) * (size_t)b->cap[slot]) * kvd * es;
             if (!rows) continue;
             CU_TRY(to_host ? cudaMemcpy(h, dev, rows, cudaMemcpyDeviceToHost)
                            : cudaMemcpy(dev, h, rows, cudaMemcpyHostToDevice),

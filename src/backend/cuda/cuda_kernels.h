@@ -52,10 +52,13 @@ typedef struct weft_cu_weight {
     size_t bytes;    /* device bytes of q + s + b */
 } weft_cu_weight;
 
-/* One row of a forward as the kernels see it: its stream's KV cache (layout [L][2][cap][Hkv·d] fp32: layer
- * l's K rows at kv + (2l)·cap·kvd, V rows at kv + (2l+1)·cap·kvd), its absolute position and its token. */
+/* One row of a forward as the kernels see it: its stream's KV cache (layout [L][2][cap][Hkv·d]: layer l's K
+ * rows at element (2l)·cap·kvd, V rows at element (2l+1)·cap·kvd), its absolute position and its token. The
+ * elements are fp32, or with f16 = 1 (--activations f16) IEEE binary16 words of the values rounded as the f16
+ * attention rounds its operands (nearest even, magnitudes past 65504 saturated): the same bits the attention
+ * would compute from an fp32 cache, in half the bytes. Every kernel of a call takes the same f16. */
 typedef struct weft_cu_row {
-    float *kv;
+    void *kv;
     int pos, token, cap, pad;
 } weft_cu_row;
 
@@ -260,9 +263,10 @@ cudaError_t weft_cu_embed(const weft_cu_weight *w, const weft_cu_row *rows, int 
 
 /* For every row r < n: rotates q [n, Hq·d] in place and k [n, Hkv·d] in place at position rows[r].pos
  * (angle = (float)pos·inv_freq[i], cos/sin scaled by attn_factor), then stores k and v [n, Hkv·d] into the
- * row's cache at that position for layer `layer`. */
+ * row's cache at that position for layer `layer` (f16: as f16 words, weft_cu_row; k stays fp32). */
 cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n, int Hq,
-                               int Hkv, int d, int layer, const weft_cu_rope *rope, cudaStream_t stream);
+                               int Hkv, int d, int layer, const weft_cu_rope *rope, int f16,
+                               cudaStream_t stream);
 
 /* Causal attention (GQA: query head h reads kv head h / (Hq/Hkv)): for each row r and head h,
  * out[r, h] = softmax(q[r,h]·K[0..pos]ᵀ · scale) · V[0..pos] over the row's own cache.
@@ -280,7 +284,8 @@ cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu
  * returns cudaErrorInvalidValue for a shape not ok or max_pos >= max_context. Keys past a row's position are
  * never read into its result (they may hold anything). f16 (--activations f16): every operand (q, K, V, p)
  * is rounded to f16 instead (magnitudes past 65504 saturated) and each product is one f16 tensor-core term;
- * the same for every attention kernel given the same f16 (attn_mma.cuh). */
+ * the same for every attention kernel given the same f16 (attn_mma.cuh); the cache then holds f16 words
+ * (weft_cu_row). */
 #define WEFT_CU_ATTN_KB   32
 #define WEFT_CU_ATTN_SPAN 8
 int weft_cu_attention_ok(int Hq, int Hkv, int d);

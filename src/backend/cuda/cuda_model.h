@@ -77,8 +77,8 @@ typedef struct cu_backend {
     int *h_outrows;
     float *h_logits; /* [max_rows, V] */
     int n_last;      /* drawn rows in h_logits after the last forward */
-    /* slots: one device KV cache each, [L][2][cap][Hkv·d] fp32 */
-    float **kv;
+    /* slots: one device KV cache each, [L][2][cap][Hkv·d] of fp32, or f16 with act_f16 (weft_cu_row) */
+    void **kv;
     int *cap;
     size_t slots_bytes;
     /* draws: device argmax for plain greedy rows, host weft_sample on a pool for the rest */

@@ -175,7 +175,8 @@ static weft_status attn_separate(cu_backend *b, int n, int l, float scale, weft_
     const cudaStream_t st = b->stream;
     const int Hq = (int)b->Hq, Hkv = (int)b->Hkv, d = (int)b->d;
     STAGE(WEFT_CU_T_ROPE,
-          LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, Hq, Hkv, d, l, &b->rope, st), "rope"));
+          LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, Hq, Hkv, d, l, &b->rope, b->act_f16, st),
+                 "rope"));
     if (b->n_tiles > 0) {
         STAGE(WEFT_CU_T_ATTN, LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, n, b->max_pos,
                                                              b->d_tiles, b->n_tiles, Hq, Hkv, d, l, scale,

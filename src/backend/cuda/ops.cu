@@ -1,6 +1,6 @@
 // Per-row kernels: RMSNorm (one block per row, fixed order), RoPE + KV store, SwiGLU.
 #include "cuda_kernels.h"
-#include "q4_mma.cuh"
+#include "kv_cache.cuh"
 #include "pdl.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
@@ -78,11 +78,12 @@ __global__ void __launch_bounds__(T)
 
 // One block per (row, group of kRopeHeads heads of q|k): thread (i, h) rotates pair i of head h (the angle is
 // recomputed per head: the same expression, so the same bits, and no serial pass over the heads) and, for a
-// k head, writes the rotated pair into the KV cache row as well; the block then copies its k heads' other
-// dimensions and the matching v heads. No thread reads what another writes, so no barrier. The first
-// kRopePre inv_freq values of each thread are loaded before the PDL wait (uploaded once at load, written by
-// no kernel: pdl.cuh), so the angle waits only for the row's position.
+// k head, writes the rotated pair into the KV cache row as well (F16: an f16 cache, kv_cache.cuh); the block
+// then copies its k heads' other dimensions and the matching v heads. No thread reads what another writes,
+// so no barrier. The first kRopePre inv_freq values of each thread are loaded before the PDL wait (uploaded
+// once at load, written by no kernel: pdl.cuh), so the angle waits only for the row's position.
 constexpr int kRopeHeads = 4, kRopePre = 4;
+template <bool F16>
 __global__ void __launch_bounds__(128)
     rope_store_kernel(float *q, float *k, const float *v, const weft_cu_row *__restrict__ rows, int Hq,
                       int Hkv, int d, int layer, weft_cu_rope rope) {
@@ -95,8 +96,8 @@ __global__ void __launch_bounds__(128)
     const weft_cu_row row = rows[r];
     const int qd = Hq * d, kvd = Hkv * d;
     float *qr = q + (int64_t)r * qd, *kr = k + (int64_t)r * kvd;
-    float *K = row.kv + ((size_t)(2 * layer) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
-    float *V = row.kv + ((size_t)(2 * layer + 1) * (size_t)row.cap + (size_t)row.pos) * (size_t)kvd;
+    KvElem<F16> *K = kv_rows<F16>(row, layer, 0, kvd) + (size_t)row.pos * (size_t)kvd,
+                *V = kv_rows<F16>(row, layer, 1, kvd) + (size_t)row.pos * (size_t)kvd;
     auto rotate = [&](int idx, float f) {
         const int h = h0 + idx / half;
         int a, b;
@@ -107,8 +108,8 @@ __global__ void __launch_bounds__(128)
         x[a] = y0;
         x[b] = y1;
         if (h >= Hq) {
-            K[(int64_t)(h - Hq) * d + a] = y0;
-            K[(int64_t)(h - Hq) * d + b] = y1;
+            K[(int64_t)(h - Hq) * d + a] = kv_elem<F16>(y0);
+            K[(int64_t)(h - Hq) * d + b] = kv_elem<F16>(y1);
         }
     };
 #pragma unroll
@@ -119,8 +120,8 @@ __global__ void __launch_bounds__(128)
     const int k0 = max(h0, Hq) - Hq, k1 = h0 + nh - Hq; // this block's kv heads [k0, k1)
     const float *vr = v + (int64_t)r * kvd;
     for (int i = k0 * d + t; i < k1 * d; i += T) {
-        if (i % d >= rope.rot) K[i] = kr[i];
-        V[i] = vr[i];
+        if (i % d >= rope.rot) K[i] = kv_elem<F16>(kr[i]);
+        V[i] = kv_elem<F16>(vr[i]);
     }
 }
 
@@ -168,11 +169,13 @@ extern "C" cudaError_t weft_cu_rmsnorm_xq(float *Y, int64_t ldy, const float *X,
 
 extern "C" cudaError_t weft_cu_rope_store(float *q, float *k, const float *v, const weft_cu_row *rows, int n,
                                           int Hq, int Hkv, int d, int layer, const weft_cu_rope *rope,
-                                          cudaStream_t stream) {
+                                          int f16, cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
     const dim3 grid((unsigned)n, (unsigned)((Hq + Hkv + kRopeHeads - 1) / kRopeHeads));
-    return weft_pdl_launch(rope_store_kernel, grid, dim3(128), 0, stream, q, k, v, rows, Hq, Hkv, d, layer,
-                           *rope);
+    return f16 ? weft_pdl_launch(rope_store_kernel<true>, grid, dim3(128), 0, stream, q, k, v, rows, Hq, Hkv,
+                                 d, layer, *rope)
+               : weft_pdl_launch(rope_store_kernel<false>, grid, dim3(128), 0, stream, q, k, v, rows, Hq, Hkv,
+                                 d, layer, *rope);
 }
 
 extern "C" cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream) {
