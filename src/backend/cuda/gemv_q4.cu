@@ -92,7 +92,10 @@ template <int P> __device__ __forceinline__ void group_sync(int p, int nt) {
 // SK (split K, several rows with epi.part): block (x, y) takes slot x of the KW for all 4·RQ rows and its P
 // warps are the tile workers y·P .. y·P + P − 1 (groups of one warp); it stages only the K blocks of slot x
 // (x, x + KW, ...: [4·RQ][mine][SB·32] words) and writes each tile's slot sums to epi.part
-// [tile][slot][RQ][64] (lane-major), which gemv_fold_kernel adds in slot order.
+// [tile][slot][RQ][64] (lane-major), which gemv_fold_kernel adds in slot order. On an f16 buffer (OCT: the
+// Q4_0 f16 instance) it stages the rows' hi words only ([4·RQ][mine][SB·16]: the lo words are zero) and
+// computes in octets (q4x_block_o: half the mma and folds); its sums (q, h) then hold activation row 8·(q /
+// 2) + 2t + q % 2 (gemv_fold_kernel's OCT).
 template <int MODE, int SDT, int SB, int GPB, int RQ, int P, bool SK = false>
 __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN_BLOCKS)
     gemv_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int run,
@@ -100,6 +103,8 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     using Sl = Slot<MODE, SDT, SB, GPB>;
     constexpr bool ONE_ROW = GShape<RQ, P>::ONE_ROW;
     static_assert(!SK || (!q4_affine<MODE> && !ONE_ROW), "split K: Q4_0 rows only (no sums)");
+    constexpr bool OCT = SK && q4_f16<MODE>;
+    constexpr int XW = OCT ? 16 : 32; // staged words per row and sub-block
     extern __shared__ __align__(16) float red[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int KW = SK ? slots : (int)(blockDim.x >> 5) / P, GW = SK ? 1 : KW; // slots, warps per group
@@ -119,11 +124,12 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     uint32_t *rings = reinterpret_cast<uint32_t *>(red + (size_t)P * 2 * (GW - 1) * RQ * 64);
     uint32_t *ring = rings + warp * kRing * Sl::WORDS;
     uint32_t *xs = rings + P * GW * kRing * Sl::WORDS;
-    const int64_t xrow = SK ? (int64_t)mine * SB * 32 : nsub * 32; // staged words per row
+    const int64_t xrow = SK ? (int64_t)mine * SB * XW : nsub * 32; // staged words per row
     float *xsum = reinterpret_cast<float *>(xs + (ONE_ROW ? 1 : 4 * RQ) * xrow);
     // B words. ONE_ROW: lanes g < 2 read the row's words (column g = part g of the row); the other lanes'
     // columns are zero, read from a zero block of one K block's size, so no lane's loads are predicated.
-    // Otherwise lane (g, t) reads part g % 2 of row 4q + g / 2 (quad q).
+    // Otherwise lane (g, t) reads part g % 2 of row 4q + g / 2 (quad q); OCT: the hi words of row 8o + g
+    // (octet o).
     const uint32_t *xb;
     int xstep;
     if constexpr (ONE_ROW) {
@@ -132,6 +138,9 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         __syncthreads();
         xb = g < 2 ? xs + (g & 1) * 16 + 4 * t : zeros; // + kb·xstep: K block kb's words
         xstep = g < 2 ? SB * 32 : 0;
+    } else if constexpr (OCT) {
+        xb = xs + (size_t)g * xrow + 4 * t; // + o·8·xrow + i·SB·16
+        xstep = SB * 16;
     } else {
         xb = xs + (size_t)(g >> 1) * xrow + (g & 1) * 16 + 4 * t; // + q·4·xrow + kb·SB·32 (SK: i·SB·32)
         xstep = SB * 32;
@@ -182,13 +191,15 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         }
         cp_commit();
     } else if constexpr (SK) {
-        // The slot's K blocks of every row (16-byte pieces; rows past M as zeros), by all the block's
-        // threads.
-        const int rw = mine * SB * 8, nx = 4 * RQ * rw; // pieces per row, in all
+        // The slot's K blocks of every row (16-byte pieces; rows past M as zeros; OCT: the first 4 pieces of
+        // each sub-block, its hi words), by all the block's threads.
+        constexpr int PB = SB * XW / 4;             // pieces per row and K block
+        const int rw = mine * PB, nx = 4 * RQ * rw; // pieces per row, in all
         for (int c = threadIdx.x; c < nx; c += blockDim.x) {
-            const int r = c / rw, i = c % rw / (SB * 8), o = c % (SB * 8);
+            const int r = c / rw, i = c % rw / PB, o = c % PB;
             const bool ok = row0 + r < M;
-            const int64_t src = (int64_t)(row0 + r) * nsub * 32 + (int64_t)(ws + i * KW) * SB * 32 + 4 * o;
+            const int64_t src = (int64_t)(row0 + r) * nsub * 32 + (int64_t)(ws + i * KW) * SB * 32 +
+                                (OCT ? (o / 4) * 32 + 4 * (o % 4) : 4 * o);
             cp_async<16>(xs + 4 * c, XF + (ok ? src : 0), ok);
         }
         cp_commit();
@@ -244,6 +255,13 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
                 s1[j] = (q4_affine<MODE> && t == 0) ? xsum[kb * SB + j] : 0.0f;
             }
             q4x_block<MODE, SDT, SB, GPB, 1>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
+        } else if constexpr (OCT) {
+            q4x_block_o<MODE, SDT, SB, GPB, RQ>(
+                S,
+                [&](int o, int j, uint4 &xv) {
+                    xv = *reinterpret_cast<const uint4 *>(xk + (size_t)o * 8 * xrow + 16 * j);
+                },
+                acc, C);
         } else {
             const float *xsk = xsum + (size_t)t * nsub + kb * SB;
             q4x_block_x<MODE, SDT, SB, GPB, RQ>(
@@ -262,13 +280,16 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         // the slot's sums to epi.part.
         i = 0;
         if constexpr (SK) {
+            // (q, h): weight row g + 8h of activation row 4q + t; OCT: of row 8·(q / 2) + 2t + q % 2, from
+            // acc[2·(q / 2) + h][q % 2] (q4x_block_o)
             float *pp = epi.part + ((size_t)tile * KW + ws) * RQ * 64 + lane;
 #pragma unroll
             for (int q = 0; q < RQ; q++) {
-                pp[q * 64] = acc[q][0];
-                pp[q * 64 + 32] = acc[q][1];
-                acc[q][0] = acc[q][1] = 0.0f;
+                pp[q * 64] = OCT ? acc[q & ~1][q & 1] : acc[q][0];
+                pp[q * 64 + 32] = OCT ? acc[q | 1][q & 1] : acc[q][1];
             }
+#pragma unroll
+            for (int q = 0; q < RQ; q++) acc[q][0] = acc[q][1] = 0.0f;
             tile++;
             continue;
         }
@@ -362,7 +383,8 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_c
 
 // The slot sums of epi.part ([tile][KW][RQ][64], lane-major) added in slot order ((s0 + s1) + s2) + ... —
 // the additions the group's warps make in gemv_q4_kernel — and stored by the epilogue: one warp per tile.
-template <int RQ>
+// OCT: the sums of the octet form (activation row 8·(q / 2) + 2t + q % 2 for q, not 4q + t).
+template <int RQ, bool OCT>
 __global__ void __launch_bounds__(256) gemv_fold_kernel(int64_t tiles, int KW, int M, weft_cu_epi epi) {
     weft_pdl_enter();
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -376,7 +398,7 @@ __global__ void __launch_bounds__(256) gemv_fold_kernel(int64_t tiles, int KW, i
             v0 = __fadd_rn(v0, pp[(sl * RQ + q) * 64]);
             v1 = __fadd_rn(v1, pp[(sl * RQ + q) * 64 + 32]);
         }
-        q4_epi_store(epi, tile, 4 * q + t, M, g, t, v0, v1);
+        q4_epi_store(epi, tile, OCT ? 8 * (q >> 1) + 2 * t + (q & 1) : 4 * q + t, M, g, t, v0, v1);
     }
 }
 
@@ -391,8 +413,9 @@ cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const wef
     const int KW = weft_cu_q4_kw(d.rows, d.cols), nblk = (int)(d.cols / (32 * SB));
     const int64_t tiles = d.rows / 16;
     if (nblk < KW || epi.part_floats < (size_t)tiles * KW * RQ * 64) return cudaErrorNotSupported;
-    const int mine = (nblk + KW - 1) / KW; // slot 0's K blocks (the most)
-    const size_t smem = sizeof(uint32_t) * ((size_t)P * kRing * Sl::WORDS + (size_t)4 * RQ * mine * SB * 32);
+    const int mine = (nblk + KW - 1) / KW;     // slot 0's K blocks (the most)
+    constexpr int XW = q4_f16<MODE> ? 16 : 32; // the kernel's staged words per row and sub-block (OCT)
+    const size_t smem = sizeof(uint32_t) * ((size_t)P * kRing * Sl::WORDS + (size_t)4 * RQ * mine * SB * XW);
     auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB, RQ, P, true>;
     int64_t slots = 0;
     cudaError_t e = resident_blocks(kernel, P * 32, smem, &slots);
@@ -406,8 +429,8 @@ cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const wef
     e = weft_pdl_launch(kernel, dim3((unsigned)KW, (unsigned)blocks), dim3(P * 32), smem, st, d,
                         (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
     if (e != cudaSuccess) return e;
-    return weft_pdl_launch(gemv_fold_kernel<RQ>, dim3((unsigned)((tiles + 7) / 8)), dim3(256), 0, st, tiles,
-                           KW, M, epi);
+    return weft_pdl_launch(gemv_fold_kernel<RQ, q4_f16<MODE>>, dim3((unsigned)((tiles + 7) / 8)), dim3(256),
+                           0, st, tiles, KW, M, epi);
 }
 
 template <int MODE, int SDT>

@@ -341,6 +341,40 @@ __device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, 
     }
 }
 
+// q4x_block_x on an f16 buffer (zero lo words) in octets, for RQ quads (RQ even) of Q4_0 rows: B column g is
+// the hi words of activation row 8o + g (xo(o, j, xv): octet o's words of sub-block j), so a sub-block takes
+// RQ / 2 mma pairs instead of RQ; C[2o] is octet o's accumulator, and at a scale group's end each of its
+// elements folds into acc[2o + h][c] — weight row g + 8h, activation row 8o + 2t + c — with q4_fold1 (p = hi
+// + 0 = hi: the bits of the quads' form, as gemm_q4.cu's octets; bench_cuda_matmul checks them).
+template <int MODE, int SDT, int SB, int GPB, int RQ, class XO>
+__device__ __forceinline__ void q4x_block_o(const Stage<MODE, SDT, SB, GPB> &S, XO &&xo, float (&acc)[RQ][2],
+                                            float (&C)[RQ][4]) {
+    static_assert(q4_f16<MODE> && !q4_affine<MODE> && RQ % 2 == 0, "octets: Q4_0 rows on f16 buffers");
+    constexpr int SPB = SB / GPB; // sub-blocks per scale group
+#pragma unroll
+    for (int j = 0; j < SB; j++) {
+        const bool first = j % SPB == 0, last = (j + 1) % SPB == 0;
+        uint32_t Pg[4], Ph[4];
+        q4_dec_word<true, true>(S.wg[j], Pg);
+        q4_dec_word<true, true>(S.wh[j], Ph);
+        float sc[2] = {0.0f, 0.0f};
+        if (last) {
+            sc[0] = S.sg.get(j / SPB);
+            sc[1] = S.sh.get(j / SPB);
+        }
+#pragma unroll
+        for (int o = 0; o < RQ / 2; o++) {
+            uint4 xv;
+            xo(o, j, xv);
+            q4_mma_sub<true>(C[2 * o], Pg, Ph, xv, first);
+            if (last)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    q4_fold1<MODE>(acc[2 * o + (e >> 1)][e & 1], sc[e >> 1], 0.0f, 0.0f, C[2 * o][e]);
+        }
+    }
+}
+
 // q4x_block_x with the activations of mma_q4x.cu's and gemv_q4.cu's one-row kernels: RQ == 1, x1 / s1 (the
 // lane's words and sums of the K block, in registers); RQ > 1, quads of rows row0 + 4q + .. read from L2
 // (xlane: the lane's word offset in the prepared rows, XS their sums; zeros past row M).
