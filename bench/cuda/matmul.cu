@@ -214,6 +214,46 @@ void check_layout(const Layout &L, int64_t N, int64_t K, bool timing) {
     W.release();
 }
 
+// Whether the wgmma GEMM (and so its split-K form) takes this layout and K on this device.
+bool wgmma_ran(const Layout &L, int64_t K) {
+    int dev = 0, major = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    const bool layout = L.mode == WEFT_CU_OFF8 || (L.group == 64 && L.sdt == WEFT_CU_S_BF16) ||
+                        (L.group == 32 && L.sdt == WEFT_CU_S_F16);
+    return layout && major == 9 && K % 128 == 0;
+}
+
+// The wgmma GEMM with its K slots split (weft_cu_gemm_q4w_sk) at every split NZ of the weight's KW, its
+// scratch poisoned before every call: each must give `want` (M rows of dy2, y0 before an accumulating
+// epilogue) bit for bit. Returns the mismatches; counts the runs in ran.
+int check_wgmma_sk(const Weight &W, const weft_cu_xq &xq, int M, const weft_cu_epi &e, float *dy2,
+                   const std::vector<float> &y0, int accu, float *dpart, size_t npart,
+                   const std::vector<float> &want, int &ran, const char *what) {
+    int bad = 0;
+    const int64_t N = W.w.rows, K = W.w.cols;
+    const size_t ny = (size_t)M * N * sizeof(float);
+    for (const int nz : {2, 4, 8}) {
+        weft_cu_epi es = e;
+        es.part = dpart;
+        es.part_floats = npart;
+        es.wgmma_nz = nz;
+        CK(cudaMemset(dpart, 0xff, npart * sizeof(float)));
+        CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
+        if (!accu) CK(cudaMemset(dy2, 0xff, ny));
+        const cudaError_t ge = weft_cu_gemm_q4w_sk(&W.w, &xq, M, &es, 0);
+        if (ge == cudaErrorNotSupported) continue;
+        CK(ge);
+        ran++;
+        const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
+        const bool eq = !memcmp(gv.data(), want.data(), ny);
+        bad += !eq;
+        EXPECT(eq, "%lldx%lld wgmma GEMM split K over %d blocks (f16 %d): M=%d differs from the %s",
+               (long long)N, (long long)K, nz, xq.f16, M, what);
+    }
+    return bad;
+}
+
 // The prepared-activation path (weft_cu_xq_prep + weft_cu_matmul_q4x) against the fp32-activation kernel
 // (weft_cu_matmul on WEFT_CU_Q4F): the same bits for every M, with bias, with accumulate, with the outputs
 // split into three buffers, and the SwiGLU epilogue equal to matmul + weft_cu_swiglu. With timing: M = 1
@@ -233,9 +273,10 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
     CK(cudaMalloc(&xq.f, (size_t)MAXM * K * sizeof(uint32_t)));
     CK(cudaMalloc(&xq.s, (size_t)MAXM * (K / 32) * sizeof(float)));
     const size_t ny = (size_t)MAXM * N * sizeof(float);
-    int bad = 0, gemv_ran = 0, gemv_rows_ran = 0, gemv_sk_ran = 0;
-    // the split-K form's slot sums (weft_cu_epi.part), poisoned: every sum the fold reads must be written
-    const size_t npart = weft_cu_gemv_part_floats(N, K);
+    int bad = 0, gemv_ran = 0, gemv_rows_ran = 0, gemv_sk_ran = 0, wsk_ran = 0;
+    // the split-K forms' slot sums (weft_cu_epi.part; gemv_q4.cu's and the wgmma GEMM's), poisoned: every
+    // sum a fold reads must be written
+    const size_t npart = std::max(weft_cu_gemv_part_floats(N, K), weft_cu_gemm_q4w_part_floats(N, K, MAXM));
     float *dpart = nullptr;
     CK(cudaMalloc(&dpart, npart * sizeof(float)));
     CK(cudaMemset(dpart, 0xff, npart * sizeof(float)));
@@ -290,6 +331,8 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
                        L.name, (long long)N, (long long)K, gname[wg < 3 ? wg : 3], M, mode,
                        wg >= 3 ? gemv_runs[(wg - 3) % 6] : 0);
             }
+            bad += check_wgmma_sk(W, xq, M, e, dy2, y0, accu, dpart, npart, a, wsk_ran,
+                                  "fp32-activation kernel");
         }
     }
     // gemv_q4.cu must have run where it takes the shape (K blocks of 4 sub-blocks, at least as many as warps
@@ -312,8 +355,15 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         EXPECT(gemv_sk_ran > 0, "%s %lldx%lld: gemv_q4.cu's split-K form refused a shape it takes", L.name,
                (long long)N, (long long)K);
     }
+    // ... and the wgmma GEMM's split-K form where the wgmma GEMM runs (sm_90a, K blocks of 4 sub-blocks)
+    if (wgmma_ran(L, K)) {
+        bad += wsk_ran == 0;
+        EXPECT(wsk_ran > 0, "%s %lldx%lld: the wgmma GEMM's split-K form never ran", L.name, (long long)N,
+               (long long)K);
+    }
     // three-way split (segments at 16-row multiples) == the plain store's slices
-    for (const int M : {1, 5, 12, 16, 70}) { // (1..16: gemv_q4.cu; 12, 16: its split-K form and fold)
+    for (const int M : {1, 5, 12, 16, 40, 70}) { // (1..16: gemv_q4.cu; 12, 16: its split-K form and fold;
+                                                 // 40: the wgmma GEMM's split-K form on small weights)
         if (N < 48) break;
         const int64_t e0 = 16 * (N / 48), e1 = 2 * e0;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
@@ -347,7 +397,7 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         EXPECT(ok, "%s q4x: split epilogue differs from the plain store (M=%d)", L.name, M);
     }
     // SwiGLU epilogue == plain store, de-interleaved, then weft_cu_swiglu
-    for (const int M : {1, 7, 12, 16, 70}) {
+    for (const int M : {1, 7, 12, 16, 40, 70}) {
         const int64_t I = N / 2;
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
         const weft_cu_epi plain = weft_cu_epi_store(dy, N, nullptr, 0, N);
@@ -539,10 +589,10 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         CK(cudaMalloc(&q->f, (size_t)MAXM * K * sizeof(uint32_t)));
         CK(cudaMalloc(&q->s, (size_t)MAXM * (K / 32) * sizeof(float)));
     }
-    const size_t npart = weft_cu_gemv_part_floats(N, K);
+    const size_t npart = std::max(weft_cu_gemv_part_floats(N, K), weft_cu_gemm_q4w_part_floats(N, K, MAXM));
     float *dpart = nullptr;
     CK(cudaMalloc(&dpart, npart * sizeof(float)));
-    int bad = 0, wg_ran = 0;
+    int bad = 0, wg_ran = 0, wsk_ran = 0;
     double worst = 0;
     const bool q4_0 = L.mode == WEFT_CU_OFF8,
                wgmma_layout = q4_0 || (L.group == 64 && L.sdt == WEFT_CU_S_BF16) ||
@@ -594,6 +644,8 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                 EXPECT(eq, "%s %lldx%lld f16 %s: M=%d mode %d differs from the dispatch", L.name,
                        (long long)N, (long long)K, gname[p], M, mode);
             }
+            const weft_cu_epi es = weft_cu_epi_store(dy2, N, bp, accu, N);
+            bad += check_wgmma_sk(W, xq, M, es, dy2, y0, accu, dpart, npart, base, wsk_ran, "dispatch");
         }
     }
     bad += !(worst <= 1e-5);
@@ -604,6 +656,9 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     CK(cudaGetDevice(&dev));
     CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     if (wgmma_layout && major == 9 && K % 128 == 0) {
+        bad += wsk_ran == 0;
+        EXPECT(wsk_ran > 0, "%s %lldx%lld: the wgmma GEMM's split-K form refused f16 activations", L.name,
+               (long long)N, (long long)K);
         bad += wg_ran == 0;
         EXPECT(wg_ran > 0, "%s %lldx%lld: the wgmma GEMM refused f16 activations", L.name, (long long)N,
                (long long)K);
@@ -611,7 +666,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     // the SwiGLU epilogue's f16 words == the f16 prep of its output
     const int64_t I = N / 2;
     if (I % 32 == 0)
-        for (const int M : {1, 12, 70}) {
+        for (const int M : {1, 12, 40, 70}) {
             weft_cu_xq xw{nullptr, nullptr, I, 1}, xp{nullptr, nullptr, I, 1};
             for (weft_cu_xq *q : {&xw, &xp}) {
                 CK(cudaMalloc(&q->f, (size_t)M * I * sizeof(uint32_t)));
@@ -660,6 +715,20 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             const double th = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xh, M, &ep, 0); }, 3, 20, flush);
             const double tb = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, M, &ep, 0); }, 3, 20, flush);
             printf(" M=%d %.4f / %.4f", M, th, tb);
+        }
+        // 64 rows: the cluster-split GEMM against the wgmma GEMM's split-K form at each split
+        printf("\n    64 rows, ms hi/lo / f16: split GEMM");
+        auto t64 = [&](auto f) {
+            if (f(xh) != cudaSuccess || f(xq) != cudaSuccess) return;
+            printf(" %.4f / %.4f", time_ms([&] { f(xh); }, 3, 20, flush),
+                   time_ms([&] { f(xq); }, 3, 20, flush));
+        };
+        t64([&](const weft_cu_xq &x) { return weft_cu_gemm_q4s(&W.w, &x, 64, &e, 0); });
+        for (const int nz : {2, 4, 8}) {
+            weft_cu_epi es = ep;
+            es.wgmma_nz = nz;
+            printf(" | wgmma split K over %d", nz);
+            t64([&](const weft_cu_xq &x) { return weft_cu_gemm_q4w_sk(&W.w, &x, 64, &es, 0); });
         }
         CK(cudaGetLastError());
     }

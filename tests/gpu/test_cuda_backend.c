@@ -436,20 +436,21 @@ static void test_refusal(void) {
 /* Exactness at a real shape (argument 1: a GGUF such as bench/cuda/peer_gguf.py's 8B-shape Q4_0 file): one
  * 600-token prompt fed in chunks of 512 rows (the many-row products on the wgmma / shared-memory GEMM), 24
  * rows (the 17..32-row kernels, the GEMM on large weights), 7 rows (gemv_q4.cu's staged rows; the
- * cluster-split GEMM where K is too long for them) and 16 rows (gemv_q4.cu's split-K form and its fold, with
- * the q|k|v and SwiGLU epilogues), each followed by 8 greedy decode steps: every row's logits and every draw
- * must be bit-identical across the four (SPEC §4.3: chunk-cut invariance). The fixtures are too small for
+ * cluster-split GEMM where K is too long for them), 16 rows (gemv_q4.cu's split-K form and its fold, with
+ * the q|k|v and SwiGLU epilogues) and 48 rows (the wgmma GEMM's split-K form and its fold on the 4,096-row
+ * weights, the q|k|v epilogue), each followed by 8 greedy decode steps: every row's logits and every draw
+ * must be bit-identical across the five (SPEC §4.3: chunk-cut invariance). The fixtures are too small for
  * most of these kernel paths. */
 #define RS_P     600
 #define RS_STEPS 8
-#define RS_CUTS  4
+#define RS_CUTS  5
 static void test_real_shape(const char *path, bool f16) {
     weft_err err = {0};
     weft_gguf *g = NULL;
     weft_config cfg;
     weft_tensor_set *ts = weft_tensor_set_new();
-    const int T = RS_P + RS_STEPS, chunks[RS_CUTS] = {512, 24, 7, 16};
-    float *z[RS_CUTS] = {NULL, NULL, NULL, NULL};
+    const int T = RS_P + RS_STEPS, chunks[RS_CUTS] = {512, 24, 7, 16, 48};
+    float *z[RS_CUTS] = {NULL};
     int32_t seq[RS_CUTS][RS_P + RS_STEPS], draws[RS_P + RS_STEPS];
     if (weft_gguf_open_file(path, &g, &err) || weft_gguf_config(g, &cfg, &err) ||
         weft_gguf_tensors(g, ts, &err)) {
@@ -488,16 +489,18 @@ static void test_real_shape(const char *path, bool f16) {
         }
         be.ops->release(be.self, v);
     }
-    if (z[0] && z[1] && z[2] && z[3]) {
+    if (z[0] && z[1] && z[2] && z[3] && z[4]) {
         const size_t bytes = (size_t)T * (size_t)V * sizeof(float);
-        bool eq[RS_CUTS] = {true, true, true, true};
+        bool eq[RS_CUTS] = {true, true, true, true, true};
         for (int v = 1; v < RS_CUTS; v++) {
             eq[v] = !memcmp(z[0], z[v], bytes) && !memcmp(seq[0], seq[v], sizeof seq[0]);
             CHECK_MSG(eq[v], "%s: chunks of %d differ from chunks of 512", path, chunks[v]);
         }
-        printf("  real shape (%s, %s): %d-token prompt + %d steps, chunks 512 / 24 / 7 / 16: %s / %s / %s\n",
-               path, f16 ? "f16" : "fp32", RS_P, RS_STEPS, eq[1] ? "eq" : "NE", eq[2] ? "eq" : "NE",
-               eq[3] ? "eq" : "NE");
+        printf(
+            "  real shape (%s, %s): %d-token prompt + %d steps, chunks 512 / 24 / 7 / 16 / 48: %s / %s / %s "
+            "/ %s\n",
+            path, f16 ? "f16" : "fp32", RS_P, RS_STEPS, eq[1] ? "eq" : "NE", eq[2] ? "eq" : "NE",
+            eq[3] ? "eq" : "NE", eq[4] ? "eq" : "NE");
     }
     be.ops->destroy(be.self);
 done:

@@ -334,17 +334,23 @@ static size_t attn_scratch_floats(const cu_backend *b) {
     return a > c ? a : c;
 }
 
-/* The split-K scratch the model's matmuls need (weft_cu_epi.part): the largest weft_cu_gemv_part_floats over
- * the planned Q4_0 weights (the layout whose 9..16-row products take the split-K form, mma_q4x.cu), 0 when
- * none does or a forward has fewer than 9 rows, or in baseline mode (its products never read prepared
- * activations). */
+/* The split-K scratch the model's matmuls need (weft_cu_epi.part): the largest need over the planned Q4_0
+ * weights (the layout whose products take the split-K forms, mma_q4x.cu) — weft_cu_gemv_part_floats for
+ * 9..16-row products and, with forwards past 16 rows, weft_cu_gemm_q4w_part_floats at up to 64 rows for the
+ * weights whose 64-row GEMM grid is small — 0 when none does or a forward has fewer than 9 rows, or in
+ * baseline mode (its products never read prepared activations). */
 static size_t mm_part_floats(const cu_backend *b, const mat_ref *mats, int n_mats) {
     size_t m = 0;
     if (b->baseline || b->max_rows < 9) return 0;
     for (int i = 0; i < n_mats; i++) {
         const weft_cu_weight *w = mats[i].w;
         if (w->kind != WEFT_CU_Q4F || w->mode != WEFT_CU_OFF8) continue;
-        const size_t f = weft_cu_gemv_part_floats(w->rows, w->cols);
+        size_t f = weft_cu_gemv_part_floats(w->rows, w->cols);
+        if (b->max_rows > 16 && (w->rows / 16 + 7) / 8 < WEFT_CU_GEMM_MIN_BLOCKS) {
+            const size_t g =
+                weft_cu_gemm_q4w_part_floats(w->rows, w->cols, b->max_rows < 64 ? b->max_rows : 64);
+            f = g > f ? g : f;
+        }
         m = f > m ? f : m;
     }
     return m;

@@ -152,11 +152,15 @@ typedef struct weft_cu_epi {
     /* timing experiments only (WEFT_CU_T_NO_SPLIT): few rows without the cluster-split
      * GEMM (weft_cu_gemm_q4s); the same bits */
     int no_split;
-    /* optional scratch of part_floats floats for weft_cu_gemv_q4's split-K form (9..16 rows: every K slot
-     * in its own blocks, the slot sums added by a second kernel; weft_cu_gemv_part_floats says how much a
-     * weight needs), NULL = not used; written and read within the call's kernels */
+    /* optional scratch of part_floats floats for the split-K forms — weft_cu_gemv_q4's (9..16 rows: every K
+     * slot in its own blocks, the slot sums added by a second kernel; weft_cu_gemv_part_floats says how much
+     * a weight needs) and weft_cu_gemm_q4w_sk's (17..64 rows on small weights;
+     * weft_cu_gemm_q4w_part_floats) — NULL = not used; written and read within the call's kernels */
     float *part;
     size_t part_floats;
+    /* tests only: weft_cu_gemm_q4w_sk's K split (a divisor of the weight's KW; 0 = from the shape and the
+     * device's SM count); the same bits for every value */
+    int wgmma_nz;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
      * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
      * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */
@@ -207,6 +211,19 @@ cudaError_t weft_cu_gemm_q4s(const weft_cu_weight *w, const weft_cu_xq *xq, int 
  * MLX layouts stay on weft_cu_gemm_q4x (group 64 measured slower here). */
 cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                              cudaStream_t stream);
+/* The wgmma GEMM with its K slots split over NZ blocks per 128-row tile block (NZ a divisor of the weight's
+ * KW, the most that keeps the grid within one block per SM): each block writes its slots' sums to epi->part
+ * and a second kernel adds every output's KW slot sums in slot order — the additions weft_cu_gemm_q4w makes,
+ * so the same bits. For products whose tile blocks alone would leave most SMs idle (weft_cu_matmul_q4x: the
+ * 4,096- and 6,144-row weights at 17..64 rows). cudaErrorNotSupported where weft_cu_gemm_q4w refuses, without
+ * epi->part of at least weft_cu_gemm_q4w_part_floats(rows, cols, M) floats, or when even two blocks per tile
+ * block exceed one wave.
+ */
+cudaError_t weft_cu_gemm_q4w_sk(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
+                                cudaStream_t stream);
+/* Floats of weft_cu_epi.part weft_cu_gemm_q4w_sk needs for a rows x cols weight at M rows: the KW slot sums
+ * of every output of the tile blocks' rows (padded to 128) and row blocks (of 64). */
+size_t weft_cu_gemm_q4w_part_floats(int64_t rows, int64_t cols, int M);
 /* The same product (the same bits, the same epilogues) for 1..16 activation rows (batch-1 decode and decode
  * rounds of few streams; gemv_q4.cu): groups of warps take runs of consecutive 16-row tiles, and each warp
  * streams its K blocks of the whole run through a ring of cp.async copies in shared memory, the activation

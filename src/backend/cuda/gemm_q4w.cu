@@ -24,6 +24,12 @@
 // output — whose accumulators are outputs: the fold is fmaf(s, d, acc) per output, the value q4_fold gives
 // the mma.sync kernels (the same .f16 products) from the same buffer.
 //
+// Split K (weft_cu_gemm_q4w_sk, few rows on small weights, whose 128-row tile blocks alone leave most SMs
+// idle): blockIdx.z = r of NZ takes the slots r, r + NZ, ... (slot_walk.h's walk of block r of NZ), writes
+// each slot's sums to epi.part instead of adding them to its total, and w_fold_kernel adds the KW slot sums
+// of every output in slot order — the additions the whole-K block makes (tot = s0, then tot + s1, ...;
+// empty slots as zero sums), so the same bits.
+//
 // Block: 3 warpgroups. The producer (warpgroup 2) copies each K block's prepared words with cp.async and
 // transposes them into a 3-stage ring of B tiles, handing stages over with named barriers (FULL / EMPTY).
 // The consumers (warpgroups 0, 1) own weight tiles 4v .. 4v + 3 (warp w: tile 4v + w), keep their weight
@@ -35,6 +41,7 @@
 #include "q4_mma.cuh"
 #include "wgmma.cuh"
 #include "cp_async.cuh"
+#include "slot_walk.h"
 
 namespace {
 
@@ -152,12 +159,13 @@ struct WPend {
     bool slot_end;        // the last group of its slot: the slot sum joins the total after the fold
 };
 
-// The producer warpgroup: K block i of the walk is copied (cp.async, one block ahead), transposed into stage
-// i % NS once the consumers have released it, and handed over (FULL).
+// The producer warpgroup: K block i of the walk sw (the consumers' walk) is copied (cp.async, one block
+// ahead), transposed into stage i % NS once the consumers have released it, and handed over (FULL).
 template <int MODE, int SB, bool H1>
 __device__ __forceinline__ void w_producer(WSmem<SB, H1> &S, const uint32_t *XF, const float *XS, int M,
-                                           int KW, int nblk, int row0, int64_t nsub, int p) {
-    const weft_slot_walk sw = weft_slot_walk_make(0, 1, KW, nblk, KW);
+                                           const weft_slot_walk &sw, int row0, int64_t nsub, int p) {
+    const int nblk = sw.n; // K blocks of the walk
+    if (nblk == 0) return; // (split K: this block's slots hold no K block)
     int lj = 0, lk = 0;
     auto load_kb = [&]() {
         const int kb = weft_slot_walk_kb(&sw, lj, lk);
@@ -184,7 +192,30 @@ __device__ __forceinline__ void w_producer(WSmem<SB, H1> &S, const uint32_t *XF,
     }
 }
 
-template <int MODE, int SDT, int SB, int GPB, bool H1>
+// The outputs of weight tile `tile` from the rows' block at row0, n8 block q of the accumulators (q <
+// WShape<H1>::NB8): value(e) the total of the thread's output e (hi and lo: weight row g + 8·(e % 2) x
+// activation row 4·(e / 2) + t; H1: g + 8·((e / 2) % 2) x 8·(e / 4) + 2t + e % 2), into the epilogue.
+template <bool H1, class V>
+__device__ __forceinline__ void w_store_q(const weft_cu_epi &epi, int64_t tile, int row0, int M, int g, int t,
+                                          int q, V &&value) {
+    if constexpr (H1) {
+#pragma unroll
+        for (int c = 0; c < 2; c++)
+            q4_epi_store(epi, tile, row0 + 8 * q + 2 * t + c, M, g, t, value(4 * q + c),
+                         value(4 * q + 2 + c));
+    } else {
+        q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, value(2 * q), value(2 * q + 1));
+    }
+}
+
+// Split K's slot sums: [row block][tile (of the grid's padded tiles)][slot][output e][lane].
+__device__ __forceinline__ size_t w_part_index(int rowblock, int64_t tiles_p, int64_t tile, int KW, int slot,
+                                               int e, int lane) {
+    return ((((size_t)rowblock * (size_t)tiles_p + (size_t)tile) * KW + slot) * WShape<true>::NOUT + e) * 32 +
+           lane;
+}
+
+template <int MODE, int SDT, int SB, int GPB, bool H1, bool SK>
 __global__ void __launch_bounds__(WTHREADS, 1)
     gemm_q4w_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                     weft_cu_epi epi) {
@@ -195,18 +226,27 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     extern __shared__ __align__(16) unsigned char wsm[];
     using Sh = WShape<H1>;
     constexpr int ND = 4 * Sh::NB8, NOUT = Sh::NOUT; // accumulators per thread and set; outputs
+    static_assert(Sh::NOUT == WShape<true>::NOUT, "w_part_index: the same outputs per thread either way");
     WSmem<SB, H1> &S = *reinterpret_cast<WSmem<SB, H1> *>(wsm);
     const int64_t nsub = w.cols / 32;
-    const int row0 = blockIdx.y * WR, nblk = (int)(w.cols / (32 * SB));
-    if (threadIdx.x >= NCONS) { // the producer warpgroup
+    const int row0 = blockIdx.y * WR, nblk_all = (int)(w.cols / (32 * SB));
+    // K blocks in slot order (slot_walk.h): all KW slots, or (SK) the slots rz, rz + NZ, ...
+    const int NZ = SK ? (int)gridDim.z : 1, rz = SK ? (int)blockIdx.z : 0, SPC = KW / NZ;
+    const weft_slot_walk sw = weft_slot_walk_make(rz, NZ, KW, nblk_all, SPC);
+    const int nblk = SK ? sw.n : nblk_all; // (the same value without SK: one register fewer)
+    if (threadIdx.x >= NCONS) {            // the producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
         weft_pdl_enter();
-        w_producer<MODE, SB, H1>(S, XF, XS, M, KW, nblk, row0, nsub, threadIdx.x - NCONS);
+        w_producer<MODE, SB, H1>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp, ng = w.cols >> w.gshift;
+    // SK: this thread's slot sums of local slot j at part_j + j·NZ·NOUT·32 (w_part_index: slot rz + NZ·j)
+    float *const part_j =
+        SK ? epi.part + w_part_index(blockIdx.y, (int64_t)gridDim.x * WTILES, tile, KW, rz, 0, lane)
+           : nullptr;
     const bool live = tile < ntiles; // dead tiles multiply placeholder weights (wgmma is warpgroup-wide) and
                                      // store nothing
     // This warp's weight words and scales of a K block ride in registers one K block ahead (Stage,
@@ -260,11 +300,16 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                               group_sx(4 * q + t));
             }
         }
-        if (pend.slot_end) { // the slot's sum joins the total (the first slot's sum is the total)
+        if (pend.slot_end) { // the slot's sum joins the total (the first slot's sum is the total); SK: it
+                             // goes to epi.part (local slot `slot` is slot rz + NZ·slot)
 #pragma unroll
             for (int e = 0; e < NOUT; e++) {
-                float &tq = S.tot[e][tid];
-                tq = slot == 0 ? acc[e] : __fadd_rn(tq, acc[e]);
+                if constexpr (SK) {
+                    if (live) part_j[((size_t)slot * NZ * NOUT + e) * 32] = acc[e];
+                } else {
+                    float &tq = S.tot[e][tid];
+                    tq = slot == 0 ? acc[e] : __fadd_rn(tq, acc[e]);
+                }
                 acc[e] = 0.0f;
             }
             slot++;
@@ -317,22 +362,21 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         pending = true;
     };
 
-    // K blocks in slot order (slot_walk.h): cursors of the next block to load and of the block computed
-    const weft_slot_walk sw = weft_slot_walk_make(0, 1, KW, nblk, KW);
+    // cursors of the walk's next block to load and of the block computed
     int lj = 0, lk = 0, cj = 0, ck = 0;
     auto load_kb = [&]() {
         const int kb = weft_slot_walk_kb(&sw, lj, lk);
         weft_slot_walk_next(&sw, &lj, &lk);
         return kb;
     };
-    cur.load(w, qb, wtile, nblk, load_kb(), ng, g);
+    if (!SK || nblk > 0) cur.load(w, qb, wtile, nblk_all, load_kb(), ng, g);
     weft_pdl_enter(); // the first weights are in flight (pdl.cuh); nothing read or stored before this
 #pragma unroll 1
     for (int i = 0; i < nblk; i++) {
         const int st = i % NS;
         const bool slot_end = ck == weft_slot_walk_len(&sw, cj) - 1; // block i is its slot's last
         weft_slot_walk_next(&sw, &cj, &ck);
-        if (i + 1 < nblk) nxt.load(w, qb, wtile, nblk, load_kb(), ng, g);
+        if (i + 1 < nblk) nxt.load(w, qb, wtile, nblk_all, load_kb(), ng, g);
         bar_sync(BAR_FULL + st, WTHREADS); // the producer has staged block i
 #pragma unroll
         for (int gp = 0; gp < GPB; gp += 2) {
@@ -347,20 +391,19 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         if (i + NS < nblk) bar_arrive(BAR_EMPTY + st, WTHREADS); // stage st may take block i + NS
         cur = nxt;
     }
-    for (; slot < KW; slot++) // slots without blocks add their zero sums (mma_q4x.cu's idle warps)
+    if constexpr (SK) { // slots without blocks: zero sums (mma_q4x.cu's idle warps); the fold adds them
+        if (live)
+            for (; slot < SPC; slot++)
 #pragma unroll
-        for (int e = 0; e < NOUT; e++) S.tot[e][tid] = __fadd_rn(S.tot[e][tid], 0.0f);
-    if (!live) return;
+                for (int e = 0; e < NOUT; e++) part_j[((size_t)slot * NZ * NOUT + e) * 32] = 0.0f;
+    } else {
+        for (; slot < KW; slot++) // slots without blocks add their zero sums (mma_q4x.cu's idle warps)
 #pragma unroll
-    for (int q = 0; q < Sh::NB8; q++) {
-        if constexpr (H1) {
+            for (int e = 0; e < NOUT; e++) S.tot[e][tid] = __fadd_rn(S.tot[e][tid], 0.0f);
+        if (live)
 #pragma unroll
-            for (int c = 0; c < 2; c++)
-                q4_epi_store(epi, tile, row0 + 8 * q + 2 * t + c, M, g, t, S.tot[4 * q + c][tid],
-                             S.tot[4 * q + 2 + c][tid]);
-        } else {
-            q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, S.tot[2 * q][tid], S.tot[2 * q + 1][tid]);
-        }
+            for (int q = 0; q < Sh::NB8; q++)
+                w_store_q<H1>(epi, tile, row0, M, g, t, q, [&](int e) { return S.tot[e][tid]; });
     }
 #else
     (void)w, (void)XF, (void)XS, (void)M, (void)KW, (void)epi;
@@ -368,32 +411,61 @@ __global__ void __launch_bounds__(WTHREADS, 1)
 #endif
 }
 
+// Split K's second kernel: the KW slot sums of every output added in slot order ((s0 + s1) + s2) + ... and
+// stored by the epilogue (w_store_q), one warp per (tile, n8 block q, row block), its slot sums loaded
+// together (q4_slot_sum).
+template <bool H1>
+__global__ void __launch_bounds__(256)
+    w_fold_kernel(int64_t ntiles, int64_t tiles_p, int KW, int M, weft_cu_epi epi) {
+    weft_pdl_enter();
+    constexpr int NB8 = WShape<H1>::NB8, PER = WShape<H1>::NOUT / NB8; // outputs per n8 block
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t wq = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5), tile = wq / NB8;
+    const int q = (int)(wq % NB8);
+    if (tile >= ntiles) return; // (warp-uniform: the epilogue's shuffles stay within the warp)
+    const float *pp = epi.part + w_part_index(blockIdx.y, tiles_p, tile, KW, 0, 0, lane);
+    const size_t stride = (size_t)WShape<true>::NOUT * 32; // one slot's sums
+    float v[PER];
+#pragma unroll
+    for (int u = 0; u < PER; u++) v[u] = q4_slot_sum(pp + (size_t)(PER * q + u) * 32, stride, KW);
+    w_store_q<H1>(epi, tile, blockIdx.y * WR, M, g, t, q, [&](int e) { return v[e - PER * q]; });
+}
+
+// NZ > 1: split K over NZ blocks per tile block (then the fold kernel).
 template <int MODE, int SDT, int SB, int GPB, bool H1>
-cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
+cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW, int NZ,
                        cudaStream_t st) {
-    auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1>;
     const size_t smem = sizeof(WSmem<SB, H1>);
+    const int64_t ntiles = d.rows / 16, tblocks = (ntiles + WTILES - 1) / WTILES;
+    const dim3 grid((unsigned)tblocks, (unsigned)((M + WR - 1) / WR), (unsigned)NZ);
+    if (NZ == 1) {
+        auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, false>;
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+        return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
+                               (const float *)xq->s, M, KW, epi);
+    }
+    auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, true>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
-    const dim3 grid((unsigned)((d.rows / 16 + WTILES - 1) / WTILES), (unsigned)((M + WR - 1) / WR));
-    return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
-                           (const float *)xq->s, M, KW, epi);
+    e = weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
+                        (const float *)xq->s, M, KW, epi);
+    if (e != cudaSuccess) return e;
+    return weft_pdl_launch(w_fold_kernel<H1>, dim3((unsigned)((ntiles * WShape<H1>::NB8 + 7) / 8), grid.y),
+                           dim3(256), 0, st, ntiles, tblocks * WTILES, KW, M, epi);
 }
 
 // The f16 hi-only instance for an f16 buffer (the header), else the hi/lo one.
 template <int MODE, int SDT, int SB, int GPB>
-cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW,
+cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW, int NZ,
                      cudaStream_t st) {
-    if (xq->f16) return w_launch_v<q4_mode_f16<MODE>, SDT, SB, GPB, true>(d, xq, M, epi, KW, st);
-    return w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, st);
+    if (xq->f16) return w_launch_v<q4_mode_f16<MODE>, SDT, SB, GPB, true>(d, xq, M, epi, KW, NZ, st);
+    return w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, NZ, st);
 }
 
-} // namespace
-
-extern "C" cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
-                                        const weft_cu_epi *epi, cudaStream_t stream) {
-    if (M <= 0) return cudaSuccess;
-    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
+// weft_cu_gemm_q4w (NZ = 1) and weft_cu_gemm_q4w_sk (NZ > 1, a divisor of KW).
+cudaError_t q4w_entry(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi, int NZ,
+                      cudaStream_t stream) {
     const WDev d = wdev(w);
     // sm_90a code only (a compute capability 9.0 device and a build that holds the sm_90a image: any other
     // image of this kernel traps), K blocks of 4 sub-blocks, group 32 (Q4_0) or 64 / 128 (MLX)
@@ -405,10 +477,43 @@ extern "C" cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_x
     if (!has_sm90a || !weft_wgmma_on() || d.sb != 4) return cudaErrorNotSupported;
     const int KW = weft_cu_q4_kw(w->rows, w->cols), gpb = 128 / w->group;
     if (w->mode == WEFT_CU_OFF8 && w->sdt == WEFT_CU_S_F16 && gpb == 4)
-        return w_launch<WEFT_CU_OFF8, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, stream);
+        return w_launch<WEFT_CU_OFF8, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, NZ, stream);
     if (w->mode == WEFT_CU_AFFINE && w->sdt == WEFT_CU_S_BF16 && gpb == 2)
-        return w_launch<WEFT_CU_AFFINE, WEFT_CU_S_BF16, 4, 2>(d, xq, M, *epi, KW, stream);
+        return w_launch<WEFT_CU_AFFINE, WEFT_CU_S_BF16, 4, 2>(d, xq, M, *epi, KW, NZ, stream);
     if (w->mode == WEFT_CU_AFFINE && w->sdt == WEFT_CU_S_F16 && gpb == 4)
-        return w_launch<WEFT_CU_AFFINE, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, stream);
+        return w_launch<WEFT_CU_AFFINE, WEFT_CU_S_F16, 4, 4>(d, xq, M, *epi, KW, NZ, stream);
     return cudaErrorNotSupported;
+}
+
+} // namespace
+
+extern "C" cudaError_t weft_cu_gemm_q4w(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
+                                        const weft_cu_epi *epi, cudaStream_t stream) {
+    if (M <= 0) return cudaSuccess;
+    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
+    return q4w_entry(w, xq, M, epi, 1, stream);
+}
+
+extern "C" size_t weft_cu_gemm_q4w_part_floats(int64_t rows, int64_t cols, int M) {
+    const int64_t tiles_p = (rows / 16 + WTILES - 1) / WTILES * WTILES;
+    return (size_t)((M + WR - 1) / WR) * (size_t)tiles_p * (size_t)weft_cu_q4_kw(rows, cols) *
+           (size_t)WShape<true>::NOUT * 32;
+}
+
+extern "C" cudaError_t weft_cu_gemm_q4w_sk(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
+                                           const weft_cu_epi *epi, cudaStream_t stream) {
+    if (M <= 0) return cudaSuccess;
+    if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
+    if (!epi->part || epi->part_floats < weft_cu_gemm_q4w_part_floats(w->rows, w->cols, M))
+        return cudaErrorNotSupported;
+    // The most blocks per tile block (a divisor of KW) that still fit the device in one wave (one block per
+    // SM: the ring and the producer's copies take most of its shared memory); none: not worth splitting.
+    const int KW = weft_cu_q4_kw(w->rows, w->cols), sms = weft_sm_count();
+    const int64_t blocks = (w->rows / 16 + WTILES - 1) / WTILES * ((M + WR - 1) / WR);
+    int NZ = 0;
+    for (int z = 2; z <= KW; z *= 2)
+        if (KW % z == 0 && blocks * z <= sms) NZ = z;
+    if (epi->wgmma_nz > 0) NZ = KW % epi->wgmma_nz == 0 ? epi->wgmma_nz : 0; // tests: any divisor of KW
+    if (NZ == 0) return cudaErrorNotSupported;
+    return q4w_entry(w, xq, M, epi, NZ, stream);
 }

@@ -382,24 +382,19 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_c
 }
 
 // The slot sums of epi.part ([tile][KW][RQ][64], lane-major) added in slot order ((s0 + s1) + s2) + ... —
-// the additions the group's warps make in gemv_q4_kernel — and stored by the epilogue: one warp per tile.
-// OCT: the sums of the octet form (activation row 8·(q / 2) + 2t + q % 2 for q, not 4q + t).
+// the additions the group's warps make in gemv_q4_kernel — and stored by the epilogue: one warp per (tile,
+// quad q), its KW slot sums loaded together (q4_slot_sum). OCT: the sums of the octet form (activation row
+// 8·(q / 2) + 2t + q % 2 for q, not 4q + t).
 template <int RQ, bool OCT>
 __global__ void __launch_bounds__(256) gemv_fold_kernel(int64_t tiles, int KW, int M, weft_cu_epi epi) {
     weft_pdl_enter();
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t tile = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int64_t wq = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5), tile = wq / RQ;
+    const int q = (int)(wq % RQ);
     if (tile >= tiles) return; // (warp-uniform: the epilogue's shuffles stay within the warp)
-    const float *pp = epi.part + (size_t)tile * KW * RQ * 64 + lane;
-#pragma unroll
-    for (int q = 0; q < RQ; q++) {
-        float v0 = pp[q * 64], v1 = pp[q * 64 + 32];
-        for (int sl = 1; sl < KW; sl++) {
-            v0 = __fadd_rn(v0, pp[(sl * RQ + q) * 64]);
-            v1 = __fadd_rn(v1, pp[(sl * RQ + q) * 64 + 32]);
-        }
-        q4_epi_store(epi, tile, OCT ? 8 * (q >> 1) + 2 * t + (q & 1) : 4 * q + t, M, g, t, v0, v1);
-    }
+    const float *pp = epi.part + (size_t)tile * KW * RQ * 64 + (size_t)q * 64 + lane;
+    const float v0 = q4_slot_sum(pp, (size_t)RQ * 64, KW), v1 = q4_slot_sum(pp + 32, (size_t)RQ * 64, KW);
+    q4_epi_store(epi, tile, OCT ? 8 * (q >> 1) + 2 * t + (q & 1) : 4 * q + t, M, g, t, v0, v1);
 }
 
 // Split K (9..16 rows with epi.part): KW slot blocks per tile range, each staging its slot's K blocks of all
@@ -429,8 +424,8 @@ cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const wef
     e = weft_pdl_launch(kernel, dim3((unsigned)KW, (unsigned)blocks), dim3(P * 32), smem, st, d,
                         (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
     if (e != cudaSuccess) return e;
-    return weft_pdl_launch(gemv_fold_kernel<RQ, q4_f16<MODE>>, dim3((unsigned)((tiles + 7) / 8)), dim3(256),
-                           0, st, tiles, KW, M, epi);
+    return weft_pdl_launch(gemv_fold_kernel<RQ, q4_f16<MODE>>, dim3((unsigned)((tiles * RQ + 7) / 8)),
+                           dim3(256), 0, st, tiles, KW, M, epi);
 }
 
 template <int MODE, int SDT>

@@ -275,6 +275,14 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
         const cudaError_t e = weft_cu_gemv_q4(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
+    // 17..64 rows on small Q4_0 weights with the scratch: the wgmma GEMM with its K slots split over blocks
+    // (then the kernels below where it refuses; bench/NOTES.md session 16: 64 rows on 4096×14336 0.0926 →
+    // 0.0465 ms on f16 buffers, 0.1005 → 0.0689 on hi/lo ones, against the cluster-split GEMM)
+    if (M > 16 && M <= 64 && gemm_blocks < WEFT_CU_GEMM_MIN_BLOCKS && epi->part && w->mode == WEFT_CU_OFF8 &&
+        epi->gemm == 0 && !epi->no_split && !epi->quads4) {
+        const cudaError_t e = weft_cu_gemm_q4w_sk(w, xq, M, epi, stream);
+        if (e != cudaErrorNotSupported) return e;
+    }
     if (split && epi->gemm == 0 && !epi->no_split && !epi->quads4) {
         const cudaError_t e = weft_cu_gemm_q4s(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;

@@ -438,6 +438,19 @@ __device__ __forceinline__ void q4_put_sums(float *buf, int ws, const float (&ac
     }
 }
 
+// The split-K folds' sum of one output over its KW <= 8 slot sums p[s·stride], added in slot order ((p0 + p1)
+// + p2) + ... (the additions of the kernels that keep every slot in one block), with every load issued first.
+__device__ __forceinline__ float q4_slot_sum(const float *p, size_t stride, int KW) {
+    float v[8];
+#pragma unroll
+    for (int s = 0; s < 8; s++) v[s] = s < KW ? p[s * stride] : 0.0f;
+    float a = v[0];
+#pragma unroll
+    for (int s = 1; s < 8; s++)
+        if (s < KW) a = __fadd_rn(a, v[s]);
+    return a;
+}
+
 // Output of one lane after the warps' sums: v0, v1 = the dot products of weight rows 16·tile + g and 16·tile
 // + g + 8 with activation row i, into epi (cuda_kernels.h's weft_cu_epi). All 32 lanes of the warp call it
 // with the same tile (SwiGLU's prepared words are gathered by shuffles); rows i >= M write nothing.
