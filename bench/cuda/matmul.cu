@@ -592,13 +592,13 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     const size_t npart = std::max(weft_cu_gemv_part_floats(N, K), weft_cu_gemm_q4w_part_floats(N, K, MAXM));
     float *dpart = nullptr;
     CK(cudaMalloc(&dpart, npart * sizeof(float)));
-    int bad = 0, wg_ran = 0, wsk_ran = 0;
+    int bad = 0, wg_ran = 0, wsk_ran = 0, gemv32_ran = 0;
     double worst = 0;
     const bool q4_0 = L.mode == WEFT_CU_OFF8,
                wgmma_layout = q4_0 || (L.group == 64 && L.sdt == WEFT_CU_S_BF16) ||
                               (L.group == 32 && L.sdt == WEFT_CU_S_F16); // the wgmma GEMM's layouts
     static const char *const gname[5] = {"dispatch", "mma.sync", "wgmma", "cluster-split", "gemv_q4.cu"};
-    for (int M : {1, 3, 8, 12, 16, 33, 64, 65, 100, 256, 300}) {
+    for (int M : {1, 3, 8, 12, 16, 17, 24, 32, 33, 64, 65, 100, 256, 300}) {
         CK(cudaMemset(xq.f, 0xff, (size_t)MAXM * K * sizeof(uint32_t)));
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
         for (int mode = 0; mode < 3; mode += 2) { // plain, bias + accumulate
@@ -610,7 +610,8 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             std::vector<float> base;
             for (int p = 0; p < 5; p++) {
                 weft_cu_epi e = weft_cu_epi_store(dy2, N, bp, accu, N);
-                if (p == 4 && M > 8) { // the split-K form, its scratch poisoned
+                if (p == 4 &&
+                    M > 8) { // the split-K form (17..32 rows: its octets of 32), its scratch poisoned
                     e.part = dpart;
                     e.part_floats = npart;
                     CK(cudaMemset(dpart, 0xff, npart * sizeof(float)));
@@ -625,6 +626,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                 if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
                 wg_ran += p == 2;
+                gemv32_ran += p == 4 && M > 16;
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 if (p == 0) {
                     base = gv;
@@ -655,6 +657,11 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     int dev = 0, major = 0;
     CK(cudaGetDevice(&dev));
     CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (q4_0 && K % 128 == 0 && K / 128 >= weft_cu_q4_kw(N, K)) { // gemv_q4.cu's 32-row split-K octets
+        bad += gemv32_ran == 0;
+        EXPECT(gemv32_ran > 0, "%s %lldx%lld: gemv_q4.cu refused 17..32 rows of an f16 buffer", L.name,
+               (long long)N, (long long)K);
+    }
     if (wgmma_layout && major == 9 && K % 128 == 0) {
         bad += wsk_ran == 0;
         EXPECT(wsk_ran > 0, "%s %lldx%lld: the wgmma GEMM's split-K form refused f16 activations", L.name,
@@ -666,7 +673,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     // the SwiGLU epilogue's f16 words == the f16 prep of its output
     const int64_t I = N / 2;
     if (I % 32 == 0)
-        for (const int M : {1, 12, 40, 70}) {
+        for (const int M : {1, 12, 24, 40, 70}) {
             weft_cu_xq xw{nullptr, nullptr, I, 1}, xp{nullptr, nullptr, I, 1};
             for (weft_cu_xq *q : {&xw, &xp}) {
                 CK(cudaMalloc(&q->f, (size_t)M * I * sizeof(uint32_t)));
@@ -711,7 +718,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         ep.part = dpart;
         ep.part_floats = npart;
         printf("\n    dispatch, ms hi/lo / f16:");
-        for (const int M : {1, 4, 16, 64}) {
+        for (const int M : {1, 4, 16, 24, 32, 64}) {
             const double th = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xh, M, &ep, 0); }, 3, 20, flush);
             const double tb = time_ms([&] { weft_cu_matmul_q4x(&W.w, &xq, M, &ep, 0); }, 3, 20, flush);
             printf(" M=%d %.4f / %.4f", M, th, tb);

@@ -232,14 +232,15 @@ size_t weft_cu_gemm_q4w_part_floats(int64_t rows, int64_t cols, int M);
  * K blocks of all 16 rows, the slot sums added in slot order by a second kernel; then K up to about 14,000,
  * and cudaErrorNotSupported rather than another form where it does not fit). Returns cudaErrorNotSupported
  * for the shapes it does not take (K blocks of fewer than 4 sub-blocks, a K block's scales under 4 bytes,
- * fewer K blocks than warps per tile, rows too long for shared memory, more than 16 rows, several rows of a
- * layout other than Q4_0). weft_cu_matmul_q4x hands it the Q4_0 products of 1..WEFT_CU_GEMV_MAX_ROWS rows,
- * and 9..16 with epi->part (the MLX layouts measured slower here at one row than on its own kernel,
- * bench/NOTES.md session 10) and runs another kernel on the shapes this one refuses. */
+ * fewer K blocks than warps per tile, rows too long for shared memory, more than 16 rows (32 on an f16 buffer
+ * with epi->part: the split-K form's octets), several rows of a layout other than Q4_0). weft_cu_matmul_q4x
+ * hands it the Q4_0 products of 1..WEFT_CU_GEMV_MAX_ROWS rows, and 9..16 with epi->part (the MLX layouts
+ * measured slower here at one row than on its own kernel, bench/NOTES.md session 10) and runs another kernel
+ * on the shapes this one refuses. */
 cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
                             cudaStream_t stream);
-/* Floats of weft_cu_epi.part that weft_cu_gemv_q4's split-K form needs for a rows x cols weight: 16 rows x
- * KW slot sums per output (rows · weft_cu_q4_kw · 16). */
+/* Floats of weft_cu_epi.part that weft_cu_gemv_q4's split-K form needs for a rows x cols weight: 32 rows x
+ * KW slot sums per output (rows · weft_cu_q4_kw · 32; 16 rows use half). */
 size_t weft_cu_gemv_part_floats(int64_t rows, int64_t cols);
 /* (EXPERIMENTAL, above weft_cu_i8_prep.) */
 cudaError_t weft_cu_matmul_i8x(const weft_cu_weight *w, const uint32_t *XL, int M, const weft_cu_epi *epi,

@@ -68,10 +68,11 @@ template <int MODE, int SDT, int SB, int GPB> struct Slot {
 };
 
 // The block's shape: P groups of KW warps (a group sums one tile at a time), RQ activation quads. ONE_ROW:
-// the one-row kernel (row 0 staged alone); otherwise 4·RQ rows staged whole.
+// the one-row kernel (row 0 staged alone); otherwise 4·RQ rows staged whole. RQ = 8 (the split-K octet form
+// of 17..32 rows, 256 threads) is bounded for 256 threads, so its accumulators get the registers they need.
 template <int RQ, int P> struct GShape {
     static constexpr bool ONE_ROW = RQ == 1 && P == 1;
-    static constexpr int MAX_THREADS = ONE_ROW ? 256 : 512, MIN_BLOCKS = ONE_ROW ? 3 : 1;
+    static constexpr int MAX_THREADS = ONE_ROW || RQ == 8 ? 256 : 512, MIN_BLOCKS = ONE_ROW ? 3 : 1;
 };
 
 // Barrier of group p's nt threads (P == 1: the whole block).
@@ -397,14 +398,16 @@ __global__ void __launch_bounds__(256) gemv_fold_kernel(int64_t tiles, int KW, i
     q4_epi_store(epi, tile, OCT ? 8 * (q >> 1) + 2 * t + (q & 1) : 4 * q + t, M, g, t, v0, v1);
 }
 
-// Split K (9..16 rows with epi.part): KW slot blocks per tile range, each staging its slot's K blocks of all
-// 16 rows (so K = 14,336 fits too), then the fold. kSkWarps warps (tile workers) per block.
+// Split K (9..16 rows with epi.part; RQ = 8: 17..32 rows of f16 buffers, in octets): KW slot blocks per tile
+// range, each staging its slot's K blocks of all 4·RQ rows (so K = 14,336 fits too), then the fold.
+// kSkWarps warps (tile workers) per block.
 constexpr int kSkWarps = 8;
-template <int MODE, int SDT, int SB, int GPB>
+template <int MODE, int SDT, int SB, int GPB, int RQ = 4>
 cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi,
                            cudaStream_t st) {
+    static_assert(RQ == 4 || (RQ == 8 && q4_f16<MODE>), "32 rows: the octet form only");
     using Sl = Slot<MODE, SDT, SB, GPB>;
-    constexpr int RQ = 4, P = kSkWarps;
+    constexpr int P = kSkWarps;
     const int KW = weft_cu_q4_kw(d.rows, d.cols), nblk = (int)(d.cols / (32 * SB));
     const int64_t tiles = d.rows / 16;
     if (nblk < KW || epi.part_floats < (size_t)tiles * KW * RQ * 64) return cudaErrorNotSupported;
@@ -435,7 +438,11 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
     const int gpb = 128 / group;
     if (M > 1) { // several rows: Q4_0 only (the layout weft_cu_matmul_q4x hands here)
         if constexpr (!q4_affine<MODE> && SDT == WEFT_CU_S_F16) {
-            if (gpb != 4 || M > 16) return cudaErrorNotSupported;
+            if (gpb != 4 || M > (q4_f16<MODE> ? 32 : 16)) return cudaErrorNotSupported;
+            if constexpr (q4_f16<MODE>)
+                if (M > 16)
+                    return epi.part ? launch_gemv_sk<MODE, SDT, 4, 4, 8>(d, xq, M, epi, st)
+                                    : cudaErrorNotSupported;
             const bool kw4 = weft_cu_q4_kw(d.rows, d.cols) == 4;
             if (M <= 4)
                 return kw4 ? launch_gemv<MODE, SDT, 4, 4, 1, 4>(d, xq, M, epi, st)
@@ -468,5 +475,5 @@ extern "C" cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq
 }
 
 extern "C" size_t weft_cu_gemv_part_floats(int64_t rows, int64_t cols) {
-    return (size_t)rows * (size_t)weft_cu_q4_kw(rows, cols) * 16;
+    return (size_t)rows * (size_t)weft_cu_q4_kw(rows, cols) * 32;
 }

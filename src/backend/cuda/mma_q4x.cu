@@ -269,9 +269,9 @@ extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu
     // 2..WEFT_CU_GEMV_MAX_ROWS rows of Q4_0 (decode rounds of few streams): the streaming kernel with the
     // rows staged whole (gemv_q4.cu), same bits, where the rows fit its shared memory (K up to about 4,500).
     // With epi->part, 9..16 rows too: its split-K form (every K slot in its own blocks, the slot sums added
-    // by a second kernel).
-    if (M >= 2 && (M <= WEFT_CU_GEMV_MAX_ROWS || (M <= 16 && epi->part)) && w->mode == WEFT_CU_OFF8 &&
-        epi->gemm == 0 && !epi->no_split && !epi->quads4 && !epi->no_gemv) {
+    // by a second kernel), and on f16 buffers 17..32 (the split-K octet form of 32 rows).
+    if (M >= 2 && (M <= WEFT_CU_GEMV_MAX_ROWS || (M <= (xq->f16 ? 32 : 16) && epi->part)) &&
+        w->mode == WEFT_CU_OFF8 && epi->gemm == 0 && !epi->no_split && !epi->quads4 && !epi->no_gemv) {
         const cudaError_t e = weft_cu_gemv_q4(w, xq, M, epi, stream);
         if (e != cudaErrorNotSupported) return e;
     }
