@@ -60,14 +60,17 @@ template <class T> std::vector<T> dev_download(const T *d, size_t n) {
     return h;
 }
 
-// KV caches as the kernels hold them (weft_cu_row): fp32, or with f16 the f16 words of the values (nearest
-// even; the harnesses' values stay far below 65504, NaN stays NaN). kv_round: the value an f16 cache holds,
-// for the references; kv_upload: a device cache of the values; kv_values: a device cache read back as floats.
+// KV caches as the kernels hold them (weft_cu_row): fp32, or with f16 the f16 words of the values (magnitudes
+// past 65504 saturated to it, then nearest even; NaN stays NaN). kv_round: the value an f16 cache holds, for
+// the references; kv_upload: a device cache of the values; kv_values: a device cache read back as floats.
 inline size_t kv_elem_bytes(int f16) {
     return f16 ? 2 : 4;
 }
+inline __half kv_half(float x) {
+    return __float2half_rn(fabsf(x) > 65504.0f ? copysignf(65504.0f, x) : x);
+}
 inline float kv_round(float x, int f16) {
-    return f16 ? __half2float(__float2half_rn(x)) : x;
+    return f16 ? __half2float(kv_half(x)) : x;
 }
 inline void kv_copy_in(void *d, const float *h, size_t n, int f16) {
     if (!f16) {
@@ -75,7 +78,7 @@ inline void kv_copy_in(void *d, const float *h, size_t n, int f16) {
         return;
     }
     std::vector<__half> w(n);
-    for (size_t i = 0; i < n; i++) w[i] = __float2half_rn(h[i]);
+    for (size_t i = 0; i < n; i++) w[i] = kv_half(h[i]);
     CK(cudaMemcpy(d, w.data(), n * 2, cudaMemcpyHostToDevice));
 }
 inline void *kv_upload(const std::vector<float> &h, int f16) {

@@ -236,8 +236,8 @@ int check_wgmma_sk(const Weight &W, const weft_cu_xq &xq, int M, const weft_cu_e
     for (const int nz : {2, 4, 8}) {
         weft_cu_epi es = e;
         es.part = dpart;
-        es.part_floats = npart;
-        es.wgmma_nz = nz;
+        es.part_floats = weft_cu_gemm_q4w_part_floats(N, K, M); // exactly what it asks for: the tail
+        es.wgmma_nz = nz;                                       // past it must stay poisoned
         CK(cudaMemset(dpart, 0xff, npart * sizeof(float)));
         CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
         if (!accu) CK(cudaMemset(dy2, 0xff, ny));
@@ -250,6 +250,13 @@ int check_wgmma_sk(const Weight &W, const weft_cu_xq &xq, int M, const weft_cu_e
         bad += !eq;
         EXPECT(eq, "%lldx%lld wgmma GEMM split K over %d blocks (f16 %d): M=%d differs from the %s",
                (long long)N, (long long)K, nz, xq.f16, M, what);
+        const size_t tail = std::min<size_t>(4096, npart - es.part_floats);
+        const std::vector<uint32_t> tw =
+            dev_download(reinterpret_cast<uint32_t *>(dpart + es.part_floats), tail);
+        const bool untouched = std::all_of(tw.begin(), tw.end(), [](uint32_t u) { return u == 0xffffffffu; });
+        bad += !untouched;
+        EXPECT(untouched, "%lldx%lld wgmma GEMM split K over %d blocks: M=%d wrote past its scratch",
+               (long long)N, (long long)K, nz, M);
     }
     return bad;
 }

@@ -42,7 +42,8 @@ void check_rmsnorm(int n, int rows) {
     cudaFree(dmap);
 }
 
-// f16: an f16 cache (weft_cu_row): K within f16 rounding of the reference, V rows == their f16 words.
+// f16: an f16 cache (weft_cu_row): the cache's K and V words == the f16 words of the rotated k (as left in
+// place) and of v, bit for bit, with values past 65504 in v (saturated, not infinite).
 void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent, int f16 = 0) {
     Rng rng(13);
     const int qd = Hq * d, kvd = Hkv * d, rot = d, half = rot / 2, L = 2, layer = 1;
@@ -50,6 +51,7 @@ void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent, int f1
     for (auto &x : q) x = rng.uniform();
     for (auto &x : k) x = rng.uniform();
     for (auto &x : v) x = rng.uniform();
+    if (f16) v[1] = 1e5f, v[2] = -7e4f, v[3] = 65519.0f; // saturated / saturated / rounds to 65504
     for (int i = 0; i < half; i++) inv[i] = (float)(1.0 / pow(500000.0, (double)(2 * i) / rot));
     float *dq = dev_upload(q), *dk = dev_upload(k), *dv = dev_upload(v), *dinv = dev_upload(inv);
     const size_t nkv = (size_t)L * 2 * cap * kvd;
@@ -59,7 +61,7 @@ void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent, int f1
     weft_cu_row *drows = dev_upload(rw);
     weft_cu_rope rope{rot, adjacent ? 1 : 0, 1.0f, dinv};
     CK(weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, f16, 0));
-    std::vector<float> gq = dev_download(dq, q.size());
+    std::vector<float> gq = dev_download(dq, q.size()), gk = dev_download(dk, k.size());
     std::vector<float> cache = kv_values(kv, nkv, f16);
     double worst = 0;
     bool store_ok = true;
@@ -77,13 +79,15 @@ void check_rope(int Hq, int Hkv, int d, int rows, int cap, bool adjacent, int f1
             }
         }
         for (int i = 0; i < kvd; i++) {
-            const float want = kv_round(v[(size_t)r * kvd + i], f16);
+            const float want = kv_round(v[(size_t)r * kvd + i], f16),
+                        want_k = kv_round(gk[(size_t)r * kvd + i], f16);
             store_ok &= !memcmp(&cache[((size_t)(2 * layer + 1) * cap + pos) * kvd + i], &want, 4);
+            store_ok &= !memcmp(&cache[((size_t)(2 * layer) * cap + pos) * kvd + i], &want_k, 4);
         }
     }
     // f16: |x| < 2 here, so an f16 word is within 2^-11 of the rotated value
     EXPECT(worst < (f16 ? 1e-3 : 2e-5 * (1 + cap / 1000.0)), "rope: worst %.3g", worst);
-    EXPECT(store_ok, "rope: V rows not stored");
+    EXPECT(store_ok, "rope: K or V rows not stored as the rotated k / v (f16 %d)", f16);
     double t =
         time_ms([&] { weft_cu_rope_store(dq, dk, dv, drows, rows, Hq, Hkv, d, layer, &rope, f16, 0); });
     printf("rope     %d/%d heads d=%d rows=%-4d %s %s worst=%.1e store=%s  %.4f ms\n", Hq, Hkv, d, rows,

@@ -504,7 +504,8 @@ extern "C" cudaError_t weft_cu_gemm_q4w_sk(const weft_cu_weight *w, const weft_c
                                            const weft_cu_epi *epi, cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
-    if (!epi->part || epi->part_floats < weft_cu_gemm_q4w_part_floats(w->rows, w->cols, M))
+    if (!epi->part || epi->part_floats < weft_cu_gemm_q4w_part_floats(w->rows, w->cols, M) ||
+        weft_cu_q4_kw(w->rows, w->cols) > 8) // (q4_slot_sum folds at most 8 slots)
         return cudaErrorNotSupported;
     // The most blocks per tile block (a divisor of KW) that still fit the device in one wave (one block per
     // SM: the ring and the producer's copies take most of its shared memory); none: not worth splitting.

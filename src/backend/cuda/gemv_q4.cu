@@ -410,7 +410,8 @@ cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const wef
     constexpr int P = kSkWarps;
     const int KW = weft_cu_q4_kw(d.rows, d.cols), nblk = (int)(d.cols / (32 * SB));
     const int64_t tiles = d.rows / 16;
-    if (nblk < KW || epi.part_floats < (size_t)tiles * KW * RQ * 64) return cudaErrorNotSupported;
+    if (nblk < KW || KW > 8 || epi.part_floats < (size_t)tiles * KW * RQ * 64) // (q4_slot_sum: 8 slots)
+        return cudaErrorNotSupported;
     const int mine = (nblk + KW - 1) / KW;     // slot 0's K blocks (the most)
     constexpr int XW = q4_f16<MODE> ? 16 : 32; // the kernel's staged words per row and sub-block (OCT)
     const size_t smem = sizeof(uint32_t) * ((size_t)P * kRing * Sl::WORDS + (size_t)4 * RQ * mine * SB * XW);
