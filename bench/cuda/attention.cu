@@ -142,22 +142,20 @@ void time_decode(const Case &c, int ctx, int n_rows, int f16 = 0) {
     cudaFree(drows);
 }
 
+// The launch shapes the tile kernel is checked and timed in: {warps, span_group} (0: the default group).
+const int kShapes[][2] = {{8, 0}, {4, 1}, {8, 1}, {4, 3}, {8, 2}, {8, 1 << 20}, {4, 1 << 20}}; // 1 << 20: all
+
 // Prefill rows: segments of consecutive positions in two streams' caches, grouped into query tiles, through
-// weft_cu_attention_tiles; each row must equal the per-row kernel's result bit for bit (and the fp64
-// reference on a sample of rows).
+// weft_cu_attention_tiles in every launch shape of kShapes; each row must equal the per-row kernel's result
+// bit for bit (and the fp64 reference on a sample of rows).
 void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, int f16 = 0) {
-    const int qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv);
+    const int qd = c.Hq * c.d;
     void *kv[2];
     std::vector<float> cache0 = fill_cache(&kv[0], c, 5, f16), cache1 = fill_cache(&kv[1], c, 6, f16);
     std::vector<weft_cu_row> rows;
-    std::vector<weft_cu_tile> tiles;
-    for (size_t si = 0; si < segs.size(); si++) {
-        const int r0 = (int)rows.size();
+    for (size_t si = 0; si < segs.size(); si++)
         for (int p = segs[si].first; p < segs[si].first + segs[si].second; p++)
             rows.push_back(weft_cu_row{kv[si % 2], p, 0, c.cap, 0});
-        for (int r = 0; r < segs[si].second; r += TR)
-            tiles.push_back(weft_cu_tile{r0 + r, std::min(TR, segs[si].second - r)});
-    }
     const int n = (int)rows.size();
     for (int sidx = 0; sidx < 2; sidx++) {
         int last = -1;
@@ -170,41 +168,54 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
     for (auto &v : q) v = rng.uniform() * 2.0f;
     float *dq = dev_upload(q), *da = nullptr, *db = nullptr, *scratch = nullptr;
     weft_cu_row *drows = dev_upload(rows);
-    weft_cu_tile *dt = dev_upload(tiles);
     CK(cudaMalloc(&da, q.size() * sizeof(float)));
     CK(cudaMalloc(&db, q.size() * sizeof(float)));
-    CK(cudaMemset(db, 0xff, q.size() * sizeof(float)));
     CK(cudaMalloc(&scratch, weft_cu_attention_scratch_floats(n, c.Hq, c.d, c.cap) * sizeof(float)));
     int max_pos = 0;
     for (auto &r : rows) max_pos = std::max(max_pos, r.pos);
     const float scale = 1.0f / sqrtf((float)c.d);
     CK(weft_cu_attention(dq, da, drows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, scratch, c.cap, f16, 0));
-    CK(weft_cu_attention_tiles(dq, db, drows, n, max_pos, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d, 0, scale,
-                               scratch, c.cap, f16, 0));
-    std::vector<float> a = dev_download(da, q.size()), b = dev_download(db, q.size());
-    int bad_rows = 0;
-    for (int r = 0; r < n; r++) bad_rows += memcmp(&a[(size_t)r * qd], &b[(size_t)r * qd], qd * 4) != 0;
-    double worst = 0;
-    for (int r = 0; r < n; r += std::max(1, n / 6))
-        worst = fmax(worst, ref_check(c, q, rows[r].kv == kv[0] ? cache0 : cache1, b, r, rows[r].pos));
-    EXPECT(bad_rows == 0, "attention tiles %d/%d d=%d: %d of %d rows differ from the per-row kernel", c.Hq,
-           c.Hkv, c.d, bad_rows, n);
-    EXPECT(worst < (f16 ? 5e-3 : 1e-5), "attention tiles %d/%d d=%d f16=%d: worst %.3g", c.Hq, c.Hkv, c.d,
-           f16, worst);
-    printf("attention tiles %2d/%d d=%-3d rows=%-4d tiles=%-3d %s worst=%.1e same bits as per-row: %s\n",
-           c.Hq, c.Hkv, c.d, n, (int)tiles.size(), f16 ? "f16 " : "fp32", worst, bad_rows ? "FAIL" : "ok");
+    std::vector<float> a = dev_download(da, q.size());
+    for (const auto &shape : kShapes) {
+        const int TR = 16 * shape[0] / (c.Hq / c.Hkv);
+        std::vector<weft_cu_tile> tiles;
+        for (size_t si = 0, r0 = 0; si < segs.size(); r0 += segs[si].second, si++)
+            for (int r = 0; r < segs[si].second; r += TR)
+                tiles.push_back(weft_cu_tile{(int)r0 + r, std::min(TR, segs[si].second - r)});
+        weft_cu_tile *dt = dev_upload(tiles);
+        CK(cudaMemset(db, 0xff, q.size() * sizeof(float)));
+        CK(weft_cu_attention_tiles_shaped(dq, db, drows, n, max_pos, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d,
+                                          0, scale, scratch, c.cap, f16, shape[0], shape[1], 0));
+        std::vector<float> b = dev_download(db, q.size());
+        int bad_rows = 0;
+        for (int r = 0; r < n; r++) bad_rows += memcmp(&a[(size_t)r * qd], &b[(size_t)r * qd], qd * 4) != 0;
+        double worst = 0;
+        for (int r = 0; r < n; r += std::max(1, n / 6))
+            worst = fmax(worst, ref_check(c, q, rows[r].kv == kv[0] ? cache0 : cache1, b, r, rows[r].pos));
+        EXPECT(bad_rows == 0,
+               "attention tiles %d/%d d=%d warps=%d group=%d: %d of %d rows differ from the per-row "
+               "kernel",
+               c.Hq, c.Hkv, c.d, shape[0], shape[1], bad_rows, n);
+        EXPECT(worst < (f16 ? 5e-3 : 1e-5), "attention tiles %d/%d d=%d f16=%d: worst %.3g", c.Hq, c.Hkv, c.d,
+               f16, worst);
+        printf(
+            "attention tiles %2d/%d d=%-3d rows=%-4d tiles=%-3d warps=%d group=%d %s worst=%.1e same bits as "
+            "per-row: %s\n",
+            c.Hq, c.Hkv, c.d, n, (int)tiles.size(), shape[0], shape[1], f16 ? "f16 " : "fp32", worst,
+            bad_rows ? "FAIL" : "ok");
+        cudaFree(dt);
+    }
     cudaFree(dq);
     cudaFree(da);
     cudaFree(db);
     cudaFree(scratch);
     cudaFree(drows);
-    cudaFree(dt);
     for (auto p : kv) cudaFree(p);
 }
 
-// A 256-row prefill chunk ending at position ctx - 1: per-row kernel vs tiles.
-void time_prefill(const Case &c, int ctx, int f16 = 0) {
-    const int n = 256, qd = c.Hq * c.d, TR = weft_cu_attention_tile_rows(c.Hq, c.Hkv);
+// An n-row prefill chunk ending at position ctx - 1: per-row kernel (n <= 256) vs tiles in each launch shape.
+void time_prefill(const Case &c, int ctx, int f16 = 0, int n = 256) {
+    const int qd = c.Hq * c.d;
     void *kv = nullptr;
     float *dq = nullptr, *dout = nullptr, *scratch = nullptr;
     CK(cudaMalloc(&kv, kv_elems(c) * kv_elem_bytes(f16)));
@@ -214,36 +225,45 @@ void time_prefill(const Case &c, int ctx, int f16 = 0) {
     CK(cudaMalloc(&dout, (size_t)n * qd * 4));
     std::vector<weft_cu_row> rows(n);
     for (int r = 0; r < n; r++) rows[r] = weft_cu_row{kv, ctx - n + r, 0, c.cap, 0};
-    std::vector<weft_cu_tile> tiles;
-    for (int r = 0; r < n; r += TR) tiles.push_back(weft_cu_tile{r, std::min(TR, n - r)});
     weft_cu_row *drows = dev_upload(rows);
-    weft_cu_tile *dt = dev_upload(tiles);
     CK(cudaMalloc(&scratch, weft_cu_attention_scratch_floats(n, c.Hq, c.d, c.cap) * sizeof(float)));
     const float scale = 1.0f / sqrtf((float)c.d);
-    const double t0 = time_ms(
-        [&] {
-            weft_cu_attention(dq, dout, drows, n, ctx - 1, c.Hq, c.Hkv, c.d, 0, scale, scratch, c.cap, f16,
-                              0);
-        },
-        1, 5);
-    const double t1 = time_ms(
-        [&] {
-            weft_cu_attention_tiles(dq, dout, drows, n, ctx - 1, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d, 0,
-                                    scale, scratch, c.cap, f16, 0);
-        },
-        1, 5);
-    CK(cudaGetLastError());
     // FLOPs: per row and query head, 2·d per key for q·k and 2·d per key for p·v
     const double flop = 4.0 * c.d * c.Hq * ((double)n * ctx - (double)n * (n - 1) / 2);
-    printf("attention prefill %d/%d d=%d 256 rows ending at %-6d %s per-row %.3f ms | tiles %.3f ms (%.1f "
-           "TFLOP/s)\n",
-           c.Hq, c.Hkv, c.d, ctx, f16 ? "f16 " : "fp32", t0, t1, flop / t1 / 1e9);
+    if (n <= 256) {
+        const double t0 = time_ms(
+            [&] {
+                weft_cu_attention(dq, dout, drows, n, ctx - 1, c.Hq, c.Hkv, c.d, 0, scale, scratch, c.cap,
+                                  f16, 0);
+            },
+            1, 5);
+        printf("attention prefill %d/%d d=%d %4d rows ending at %-6d %s per-row %.3f ms (%.1f TFLOP/s)\n",
+               c.Hq, c.Hkv, c.d, n, ctx, f16 ? "f16 " : "fp32", t0, flop / t0 / 1e9);
+    }
+    for (const auto &shape : kShapes) {
+        const int TR = 16 * shape[0] / (c.Hq / c.Hkv);
+        std::vector<weft_cu_tile> tiles;
+        for (int r = 0; r < n; r += TR) tiles.push_back(weft_cu_tile{r, std::min(TR, n - r)});
+        weft_cu_tile *dt = dev_upload(tiles);
+        const double t1 = time_ms(
+            [&] {
+                weft_cu_attention_tiles_shaped(dq, dout, drows, n, ctx - 1, dt, (int)tiles.size(), c.Hq,
+                                               c.Hkv, c.d, 0, scale, scratch, c.cap, f16, shape[0], shape[1],
+                                               0);
+            },
+            1, 5);
+        CK(cudaGetLastError());
+        printf(
+            "attention prefill %d/%d d=%d %4d rows ending at %-6d %s tiles warps=%d group=%d %.3f ms (%.1f "
+            "TFLOP/s)\n",
+            c.Hq, c.Hkv, c.d, n, ctx, f16 ? "f16 " : "fp32", shape[0], shape[1], t1, flop / t1 / 1e9);
+        cudaFree(dt);
+    }
     cudaFree(kv);
     cudaFree(dq);
     cudaFree(dout);
     cudaFree(scratch);
     cudaFree(drows);
-    cudaFree(dt);
 }
 
 } // namespace
@@ -286,6 +306,8 @@ int main(int argc, char **argv) {
     check_tiles(Case{24, 8, 96, 1024}, {{0, 70}, {250, 30}, {600, 21}}, 1);
     for (int f16 = 0; f16 < 2; f16++) {
         for (int ctx : {512, 2048, 8192}) time_prefill(Case{32, 8, 128, 8192}, ctx, f16);
+        time_prefill(Case{32, 8, 128, 8192}, 8192, f16, 2048); // the model's 2,048-row chunks at 8k
+        time_prefill(Case{32, 8, 128, 32768}, 32768, f16, 2048);
         for (int ctx : {512, 4096, 32768}) time_decode(Case{32, 8, 128, 32768}, ctx, 1, f16);
         for (int rows : {16, 64}) time_decode(Case{32, 8, 128, 1024}, 600, rows, f16);
     }

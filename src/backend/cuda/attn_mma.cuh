@@ -71,11 +71,7 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
     // 8nt + 2t + i % 2).
     float p[4][4];
     if (!SHARED_SCORES) {
-        float sb[4][4], ss[4][4];
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) sb[nt][i] = ss[nt][i] = 0.0f;
+        float sb[4][4], ss[4][4]; // the chains start at +0.0 (q4_mma0 at ks = 0)
 #pragma unroll
         for (int ks = 0; ks < DMAX / 16; ks++) {
             if (ks * 16 >= d) break;
@@ -94,9 +90,15 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int nt = 2 * np + h;
-                    q4_mma<F16>(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
+                    if (ks == 0)
+                        q4_mma0<F16>(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
+                    else
+                        q4_mma<F16>(sb[nt], qh[0], qh[1], qh[2], qh[3], kh[2 * h], kh[2 * h + 1]);
                     if constexpr (!F16) {
-                        q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
+                        if (ks == 0)
+                            q4_mma0(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
+                        else
+                            q4_mma(ss[nt], qh[0], qh[1], qh[2], qh[3], kl[2 * h], kl[2 * h + 1]);
                         q4_mma(ss[nt], ql[0], ql[1], ql[2], ql[3], kh[2 * h], kh[2 * h + 1]);
                     }
                 }
@@ -105,7 +107,8 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) p[nt][i] = __fmul_rn(__fadd_rn(sb[nt][i], ss[nt][i]), sl2);
+            for (int i = 0; i < 4; i++)
+                p[nt][i] = __fmul_rn(F16 ? sb[nt][i] : __fadd_rn(sb[nt][i], ss[nt][i]), sl2);
     } else {
         // Warp w_share < 4: n-tile w_share only (the same three mma per k step as above), into sx.
         __syncthreads(); // the previous key block's readers are done with sx
@@ -134,7 +137,7 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 sx[(g + 8 * (i / 2)) * 32 + 8 * w_share + 2 * t + i % 2] =
-                    __fmul_rn(__fadd_rn(sb[i], ss[i]), sl2);
+                    __fmul_rn(F16 ? sb[i] : __fadd_rn(sb[i], ss[i]), sl2);
         }
         __syncthreads();
 #pragma unroll
@@ -186,23 +189,23 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
     for (int nt = 0; nt < DMAX / 8; nt++) {
         if (nt * 8 >= d) break;
         if (nw_share > 1 && nt % nw_share != w_share) continue;
-        float ob[4] = {0.0f, 0.0f, 0.0f, 0.0f}, os[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float ob[4], os[4]; // from +0.0 (q4_mma0 at kk = 0)
         uint32_t vh[4], vl[4];
         if constexpr (F16)
             src.v2h(nt, vh);
         else
             src.v2(nt, vh, vl);
-#pragma unroll
-        for (int kk = 0; kk < 2; kk++) {
-            q4_mma<F16>(ob, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vh[2 * kk], vh[2 * kk + 1]);
-            if constexpr (!F16) {
-                q4_mma(os, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3], vl[2 * kk], vl[2 * kk + 1]);
-                q4_mma(os, pl[kk][0], pl[kk][1], pl[kk][2], pl[kk][3], vh[2 * kk], vh[2 * kk + 1]);
-            }
+        q4_mma0<F16>(ob, ph[0][0], ph[0][1], ph[0][2], ph[0][3], vh[0], vh[1]);
+        q4_mma<F16>(ob, ph[1][0], ph[1][1], ph[1][2], ph[1][3], vh[2], vh[3]);
+        if constexpr (!F16) {
+            q4_mma0(os, ph[0][0], ph[0][1], ph[0][2], ph[0][3], vl[0], vl[1]);
+            q4_mma(os, pl[0][0], pl[0][1], pl[0][2], pl[0][3], vh[0], vh[1]);
+            q4_mma(os, ph[1][0], ph[1][1], ph[1][2], ph[1][3], vl[2], vl[3]);
+            q4_mma(os, pl[1][0], pl[1][1], pl[1][2], pl[1][3], vh[2], vh[3]);
         }
         float o[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) o[i] = __fadd_rn(ob[i], os[i]);
+        for (int i = 0; i < 4; i++) o[i] = F16 ? ob[i] : __fadd_rn(ob[i], os[i]);
         out.tile(nt, o);
     }
 }

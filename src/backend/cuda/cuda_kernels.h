@@ -320,16 +320,17 @@ typedef struct weft_cu_tile {
 
 /* The same attention (the same bits for every row as weft_cu_attention) for the n rows of a call grouped in
  * tiles, each tile's rows sharing the staged operands of every key block (attention_flash.cu): one block per
- * (tile, kv head, span) of 64 row-heads; rows whose keys exceed one span leave span partials in scratch
- * (weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats), folded by weft_cu_attention_combine.
- * Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (weft_cu_attention_ok and d <= 128) and tiles of at most
- * weft_cu_attention_tile_rows(Hq, Hkv) = 64 / (Hq/Hkv) rows covering rows 0..n-1 (rows of a tile past that
- * count are not written), each tile's rows consecutive positions of one stream (the same kv and cap) whose
- * keys up to the tile's last position are all stored; tiles: device memory [n_tiles]; max_pos: the largest
- * position of the call (< max_context); cudaErrorInvalidValue otherwise. Caveat: keys between a row's
- * position and its tile's last position enter its P·V with p = 0, so a non-finite V there (an overflowed
- * later row of the same chunk) makes the row NaN here and not in weft_cu_attention. Shared memory:
- * weft_cu_attention_tiles_smem(d) bytes per block. */
+ * (tile, kv head, group of spans) of 128 row-heads; when the groups are several, rows whose keys exceed one
+ * span leave span partials in scratch (weft_cu_attention_scratch_floats(n, Hq, d, max_context) floats),
+ * folded by weft_cu_attention_combine; with one group (enough tiles to fill the GPU) the blocks fold the
+ * spans themselves, in the same order. Needs weft_cu_attention_tiles_ok(Hq, Hkv, d) (weft_cu_attention_ok and
+ * d <= 128) and tiles of at most weft_cu_attention_tile_rows(Hq, Hkv) = 128 / (Hq/Hkv) rows covering rows
+ * 0..n-1 (rows of a tile past that count are not written), each tile's rows consecutive positions of one
+ * stream (the same kv and cap) whose keys up to the tile's last position are all stored; tiles: device memory
+ * [n_tiles]; max_pos: the largest position of the call (< max_context); cudaErrorInvalidValue otherwise.
+ * Caveat: keys between a row's position and its tile's last position enter its P·V with p = 0, so a
+ * non-finite V there (an overflowed later row of the same chunk) makes the row NaN here and not in
+ * weft_cu_attention. Shared memory: weft_cu_attention_tiles_smem(d) bytes per block. */
 int weft_cu_attention_tiles_ok(int Hq, int Hkv, int d);
 int weft_cu_attention_tile_rows(int Hq, int Hkv);
 size_t weft_cu_attention_tiles_smem(int d);
@@ -337,6 +338,15 @@ cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_ro
                                     const weft_cu_tile *tiles, int n_tiles, int Hq, int Hkv, int d, int layer,
                                     float scale, float *scratch, int max_context, int f16,
                                     cudaStream_t stream);
+
+/* weft_cu_attention_tiles with the launch shape chosen by the caller (harnesses and tests): warps 4 or 8 per
+ * block (tiles of at most 16·warps/(Hq/Hkv) rows), span_group spans of keys per block (0: the default from
+ * the grid size). Every shape gives the same bits. */
+cudaError_t weft_cu_attention_tiles_shaped(const float *q, float *out, const weft_cu_row *rows, int n,
+                                           int max_pos, const weft_cu_tile *tiles, int n_tiles, int Hq,
+                                           int Hkv, int d, int layer, float scale, float *scratch,
+                                           int max_context, int f16, int warps, int span_group,
+                                           cudaStream_t stream);
 
 /* Folds the span partials in scratch (laid out [row][query head][span of max_context][m, l, o[d]]) of every
  * row among rows 0..n-1 whose keys exceed one span, in ascending order, and writes o / l (attention.cu). */
