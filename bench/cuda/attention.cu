@@ -270,8 +270,9 @@ void time_prefill(const Case &c, int ctx, int f16 = 0, int n = 256) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc == 3 && !strcmp(argv[1], "prefill")) { // one timing, for the profiler: prefill ending at argv[2]
-        time_prefill(Case{32, 8, 128, 8192}, atoi(argv[2]));
+    if (argc >= 3 && !strcmp(argv[1], "prefill")) { // timings for the profiler: prefill ending at argv[2]
+        const int ctx = atoi(argv[2]), f16 = argc > 3 ? atoi(argv[3]) : 0, n = argc > 4 ? atoi(argv[4]) : 256;
+        time_prefill(Case{32, 8, 128, ctx > 8192 ? ctx : 8192}, ctx, f16, n); // [f16 0/1] [rows]
         return report("bench_cuda_attention");
     }
     const int small[] = {0, 1, 31, 32, 33, 62, 63, 5};

@@ -123,8 +123,9 @@ enum {
     WEFT_CU_T_NO_SPLIT = 16384, /* not a stage: few-row 4-bit matmuls without the cluster-split GEMM */
     WEFT_CU_T_NO_GEMV =
         32768, /* not a stage: one-row 4-bit matmuls on mma_q4x.cu's kernels, not gemv_q4.cu */
-    WEFT_CU_T_NO_FUSED_ATTN = 65536 /* not a stage: batch-1 attention as separate kernels (rope, attention,
+    WEFT_CU_T_NO_FUSED_ATTN = 65536, /* not a stage: batch-1 attention as separate kernels (rope, attention,
                                        prep), not weft_cu_attention_decode */
+    WEFT_CU_T_WGMMA_R64 = 131072     /* not a stage: the f16 wgmma GEMM in 64-row tiles at any row count */
 };
 
 #endif

@@ -22,7 +22,12 @@
 // starts at +0.0 and an fp32 sum that starts at +0.0 never becomes −0 under round-to-nearest). B then holds
 // only the hi words, column n = activation row n, and each step is one m64n64k16 — half the tensor work per
 // output — whose accumulators are outputs: the fold is fmaf(s, d, acc) per output, the value q4_fold gives
-// the mma.sync kernels (the same .f16 products) from the same buffer.
+// the mma.sync kernels (the same .f16 products) from the same buffer. Past 64 rows (not split) the f16 form
+// takes 128 activation rows per block: each step one m64n128k16 (B = 128 columns, as the hi/lo form's), 64
+// outputs per thread in one accumulator set, each group folded as soon as its wgmma lands (the two consumer
+// warpgroups take turns on the tensor cores), a 2-stage ring (shared memory). Every output sees the same
+// wgmma column sums and folds as in the 64-row tiles (bench_cuda_matmul compares them bit for bit); per
+// useful FLOP it decodes A and issues wgmma half as often.
 //
 // Split K (weft_cu_gemm_q4w_sk, few rows on small weights, whose 128-row tile blocks alone leave most SMs
 // idle): blockIdx.z = r of NZ takes the slots r, r + NZ, ... (slot_walk.h's walk of block r of NZ), writes
@@ -45,32 +50,39 @@
 
 namespace {
 
-constexpr int WR = 64;     // activation rows per block (N = 128 columns: hi and lo; N = 64 for H1)
+constexpr int WR = 64; // activation rows per block (N = 128 columns: hi and lo; N = 64 for H1), or 128 for
+                       // H1's many-row tiles (N = 128, WShape)
 constexpr int NCONS = 256; // consumer threads: 2 warpgroups, warpgroup v computes weight tiles 4v .. 4v + 3
 constexpr int NPROD = 128; // producer threads: 1 warpgroup, stages the activations
 constexpr int WTHREADS = NCONS + NPROD;
 constexpr int WTILES = 8; // weight tiles per block
-constexpr int NS = 3;     // stages of B in the ring
 // Named barriers (bar.sync id, count; 0 is __syncthreads): FULL + s: stage s holds its K block (the producer
 // arrives, the consumers wait); EMPTY + s: the consumers are done with stage s.
-[[maybe_unused]] constexpr int BAR_FULL = 1, BAR_EMPTY = BAR_FULL + NS;
+constexpr int BAR_FULL = 1;
 
-// The shape of B and of the accumulators: hi and lo (H1 false: column n = part n % 2 of activation row n / 2,
-// n8 column block = an activation quad) or hi only (H1: column n = activation row n).
-template <bool H1> struct WShape {
-    static constexpr int NB8 = H1 ? WR / 8 : WR / 4; // n8 column blocks of B (4 accumulators each)
-    static constexpr int NOUT = WR / 2;              // outputs per thread: 2 weight rows x 16 activation rows
-    static constexpr int PW = H1 ? 16 : 32;          // words of a sub-block the producer copies per row
+// The shape of B and of the accumulators for R activation rows per block: hi and lo (H1 false, R = 64: column
+// n = part n % 2 of activation row n / 2, n8 column block = an activation quad) or hi only (H1: column n =
+// activation row n; R = 64: one m64n64k16 per step, R = 128: one m64n128k16, and one accumulator set — ONE —
+// since 64 outputs per thread leave no registers for a second; the two consumer warpgroups then take turns on
+// the tensor cores).
+template <bool H1, int R = WR> struct WShape {
+    static_assert(R == WR || (H1 && R == 2 * WR), "128-row tiles are the f16 form's");
+    static constexpr int NB8 = H1 ? R / 8 : R / 4; // n8 column blocks of B (4 accumulators each)
+    static constexpr int NOUT = R / 2;       // outputs per thread: 2 weight rows x R / 4 activation rows
+    static constexpr int PW = H1 ? 16 : 32;  // words of a sub-block the producer copies per row
+    static constexpr bool ONE = R == 2 * WR; // one accumulator set
+    static constexpr int NS = ONE ? 2 : 3;   // stages of B in the ring (shared memory)
+    static constexpr int BAR_EMPTY = BAR_FULL + NS;
 };
 
-template <int SB, bool H1> struct alignas(16) WSmem {
-    using Sh = WShape<H1>;
-    uint32_t b[NS][2 * SB][Sh::NB8][2][8][4]; // the ring: [step 2j + s][n8 block][k half][core row][word t]
-    float xs[NS][WR][SB];                     // the stage's 32-element sums (AFFINE)
-    uint32_t raw[2][WR][Sh::PW * SB + 4];     // the producer's copies (weft_cu_xq order; rows padded by 16
-                                              // bytes: the transpose's loads hit distinct banks)
-    float rxs[2][WR][SB];                     // and of the sums
-    float tot[Sh::NOUT][NCONS];               // each consumer thread's running total over the slots
+template <int SB, bool H1, int R = WR> struct alignas(16) WSmem {
+    using Sh = WShape<H1, R>;
+    uint32_t b[Sh::NS][2 * SB][Sh::NB8][2][8][4]; // the ring: [step 2j + s][n8 block][k half][core row][word]
+    float xs[Sh::NS][R][SB];                      // the stage's 32-element sums (AFFINE)
+    uint32_t raw[2][R][Sh::PW * SB + 4];          // the producer's copies (weft_cu_xq order; rows padded by
+                                                  // 16 bytes: the transpose's loads hit distinct banks)
+    float rxs[2][R][SB];                          // and of the sums
+    float tot[Sh::NOUT][NCONS];                   // each consumer thread's running total over the slots
 };
 
 __device__ __forceinline__ __attribute__((unused)) void bar_sync(int id, int n) {
@@ -82,36 +94,37 @@ __device__ __forceinline__ __attribute__((unused)) void bar_arrive(int id, int n
 
 // A producer thread's share of one K block, fixed for the whole kernel (only the K block's offset, the raw
 // buffer and the stage change). Hi and lo: thread p owns part pp = p % 2 of activation row R = p / 2 and
-// every sub-block j; H1: thread p owns the hi part of row R = p % 64 in sub-blocks j = 2·(p / 64) and the
-// next. Per sub-block it copies the part's 16 words (lane t's 4 at 4t; zeros past M), and the 32-element sums
-// of row p (AFFINE, p < 64), then transposes them into the wgmma order — 4 core-matrix rows per sub-block
-// (step s, k half kk: words 2s + kk of t = 0..3). It reads back only what it copied itself, so waiting for
-// its own copies is enough. Every address is a base plus a constant. Banks: 8 consecutive threads' loads and
-// copies cover 8 distinct 16-byte bank groups (rows padded by 16 bytes), their stores one 128-byte line.
-template <int MODE, int SB, bool H1> struct WProd {
-    static_assert(SB == 4 && NPROD == 2 * WR, "the thread-to-part map above");
-    using Sh = WShape<H1>;
-    static constexpr int NJ = H1 ? SB / 2 : SB; // sub-blocks per thread
-    const uint32_t *x;                          // the part's first word at K block 0 (sub-block j0)
+// every sub-block j; H1 at 64 rows: thread p owns the hi part of row R = p % 64 in sub-blocks j = 2·(p / 64)
+// and the next; H1 at 128 rows: the hi part of row R = p in every sub-block. Per sub-block it copies the
+// part's 16 words (lane t's 4 at 4t; zeros past M), and the 32-element sums of row p (AFFINE, p < 64), then
+// transposes them into the wgmma order — 4 core-matrix rows per sub-block (step s, k half kk: words 2s + kk
+// of t = 0..3). It reads back only what it copied itself, so waiting for its own copies is enough. Every
+// address is a base plus a constant. Banks: 8 consecutive threads' loads and copies cover 8 distinct 16-byte
+// bank groups (rows padded by 16 bytes), their stores one 128-byte line.
+template <int MODE, int SB, bool H1, int RB = WR> struct WProd {
+    static_assert(SB == 4 && (NPROD == 2 * RB || (H1 && NPROD == RB)), "the thread-to-part map above");
+    using Sh = WShape<H1, RB>;
+    static constexpr int NJ = H1 ? SB * RB / NPROD : SB; // sub-blocks per thread
+    const uint32_t *x;                                   // the part's first word at K block 0 (sub-block j0)
     const float *xs;
     uint32_t raw0, rxs0, b0, xs0; // shared addresses: raw[0][R][PW·j0 + 16·pp], rxs[0][p], xs[0][p],
                                   // b[0][2·j0] [n8 block of R][0][core row of R]
     bool ok, xs_ok;
-    static constexpr uint32_t RAW_BUF = sizeof(uint32_t) * WR * (Sh::PW * SB + 4),
+    static constexpr uint32_t RAW_BUF = sizeof(uint32_t) * RB * (Sh::PW * SB + 4),
                               B_STEP = sizeof(uint32_t) * Sh::NB8 * 64, B_STAGE = 2 * SB * B_STEP,
-                              XS_BUF = sizeof(float) * WR * SB;
-    __device__ __forceinline__ WProd(WSmem<SB, H1> &S, const uint32_t *XF, const float *XS, int M,
+                              XS_BUF = sizeof(float) * RB * SB;
+    __device__ __forceinline__ WProd(WSmem<SB, H1, RB> &S, const uint32_t *XF, const float *XS, int M,
                                      int64_t nsub, int row0, int p) {
-        const int R = H1 ? p % WR : p >> 1, pp = H1 ? 0 : p & 1, j0 = H1 ? NJ * (p / WR) : 0;
+        const int R = H1 ? p % RB : p >> 1, pp = H1 ? 0 : p & 1, j0 = H1 ? NJ * (p / RB) : 0;
         ok = row0 + R < M;
         x = XF + (ok ? (int64_t)(row0 + R) * nsub * 32 + 32 * j0 + 16 * pp : 0);
-        xs_ok = p < WR && row0 + p < M;
+        xs_ok = p < RB && row0 + p < M;
         xs = XS + (xs_ok ? (int64_t)(row0 + p) * nsub : 0);
         raw0 = smem_addr(&S.raw[0][R][Sh::PW * j0 + 16 * pp]);
-        rxs0 = smem_addr(&S.rxs[0][p < WR ? p : 0][0]);
+        rxs0 = smem_addr(&S.rxs[0][p < RB ? p : 0][0]);
         b0 = H1 ? smem_addr(&S.b[0][2 * j0][R / 8][0][R % 8][0])
                 : smem_addr(&S.b[0][0][R / 4][0][2 * (R % 4) + pp][0]);
-        xs0 = smem_addr(&S.xs[0][p < WR ? p : 0][0]);
+        xs0 = smem_addr(&S.xs[0][p < RB ? p : 0][0]);
     }
     __device__ __forceinline__ void copy(int rb, int kb, int p) const {
         const uint32_t *src = x + (ok ? (int64_t)kb * SB * 32 : 0);
@@ -121,7 +134,7 @@ template <int MODE, int SB, bool H1> struct WProd {
 #pragma unroll
             for (int t = 0; t < 4; t++)
                 cp_async16_s(dst + 4 * (Sh::PW * j + 4 * t), src + 32 * j + 4 * t, ok);
-        if (q4_affine<MODE> && p < WR) cp_async16_s(rxs0 + rb * XS_BUF, xs + (xs_ok ? kb * SB : 0), xs_ok);
+        if (q4_affine<MODE> && p < RB) cp_async16_s(rxs0 + rb * XS_BUF, xs + (xs_ok ? kb * SB : 0), xs_ok);
     }
     __device__ __forceinline__ void transpose(int rb, int st, int p) const {
         const uint32_t src = raw0 + rb * RAW_BUF, dst = b0 + st * B_STAGE;
@@ -140,7 +153,7 @@ template <int MODE, int SB, bool H1> struct WProd {
                              "r"(v[0][w]), "r"(v[1][w]), "r"(v[2][w]), "r"(v[3][w])
                              : "memory");
         }
-        if (q4_affine<MODE> && p < WR) {
+        if (q4_affine<MODE> && p < RB) {
             float4 v;
             asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                          : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -161,9 +174,10 @@ struct WPend {
 
 // The producer warpgroup: K block i of the walk sw (the consumers' walk) is copied (cp.async, one block
 // ahead), transposed into stage i % NS once the consumers have released it, and handed over (FULL).
-template <int MODE, int SB, bool H1>
-__device__ __forceinline__ void w_producer(WSmem<SB, H1> &S, const uint32_t *XF, const float *XS, int M,
+template <int MODE, int SB, bool H1, int R>
+__device__ __forceinline__ void w_producer(WSmem<SB, H1, R> &S, const uint32_t *XF, const float *XS, int M,
                                            const weft_slot_walk &sw, int row0, int64_t nsub, int p) {
+    constexpr int NS = WShape<H1, R>::NS, BAR_EMPTY = WShape<H1, R>::BAR_EMPTY;
     const int nblk = sw.n; // K blocks of the walk
     if (nblk == 0) return; // (split K: this block's slots hold no K block)
     int lj = 0, lk = 0;
@@ -172,7 +186,7 @@ __device__ __forceinline__ void w_producer(WSmem<SB, H1> &S, const uint32_t *XF,
         weft_slot_walk_next(&sw, &lj, &lk);
         return kb;
     };
-    const WProd<MODE, SB, H1> pr(S, XF, XS, M, nsub, row0, p);
+    const WProd<MODE, SB, H1, R> pr(S, XF, XS, M, nsub, row0, p);
     pr.copy(0, load_kb(), p);
     cp_commit();
 #pragma unroll 1
@@ -215,7 +229,7 @@ __device__ __forceinline__ size_t w_part_index(int rowblock, int64_t tiles_p, in
            lane;
 }
 
-template <int MODE, int SDT, int SB, int GPB, bool H1, bool SK>
+template <int MODE, int SDT, int SB, int GPB, bool H1, bool SK, int R = WR>
 __global__ void __launch_bounds__(WTHREADS, 1)
     gemm_q4w_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                     weft_cu_epi epi) {
@@ -224,12 +238,14 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     constexpr int SPB = SB / GPB;
     static_assert(GPB % 2 == 0, "groups alternate between two accumulator sets");
     extern __shared__ __align__(16) unsigned char wsm[];
-    using Sh = WShape<H1>;
+    using Sh = WShape<H1, R>;
     constexpr int ND = 4 * Sh::NB8, NOUT = Sh::NOUT; // accumulators per thread and set; outputs
-    static_assert(Sh::NOUT == WShape<true>::NOUT, "w_part_index: the same outputs per thread either way");
-    WSmem<SB, H1> &S = *reinterpret_cast<WSmem<SB, H1> *>(wsm);
+    constexpr int NS = Sh::NS, BAR_EMPTY = Sh::BAR_EMPTY;
+    static_assert(!SK || (R == WR && Sh::NOUT == WShape<true>::NOUT),
+                  "w_part_index: 64-row blocks, the same outputs per thread either way");
+    WSmem<SB, H1, R> &S = *reinterpret_cast<WSmem<SB, H1, R> *>(wsm);
     const int64_t nsub = w.cols / 32;
-    const int row0 = blockIdx.y * WR, nblk_all = (int)(w.cols / (32 * SB));
+    const int row0 = blockIdx.y * R, nblk_all = (int)(w.cols / (32 * SB));
     // K blocks in slot order (slot_walk.h): all KW slots, or (SK) the slots rz, rz + NZ, ...
     const int NZ = SK ? (int)gridDim.z : 1, rz = SK ? (int)blockIdx.z : 0, SPC = KW / NZ;
     const weft_slot_walk sw = weft_slot_walk_make(rz, NZ, KW, nblk_all, SPC);
@@ -237,7 +253,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     if (threadIdx.x >= NCONS) {            // the producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
         weft_pdl_enter();
-        w_producer<MODE, SB, H1>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
+        w_producer<MODE, SB, H1, R>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
@@ -341,7 +357,10 @@ __global__ void __launch_bounds__(WTHREADS, 1)
 #pragma unroll
             for (int s = 0; s < 2; s++) { // the group's first step starts from zero (scale-d = 0)
                 const uint64_t desc = wgmma_desc(&S.b[st][2 * j + s][0][0][0][0], 128, 256);
-                if constexpr (H1)
+                if constexpr (Sh::ONE)
+                    wgmma_m64n128k16<true>(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                           P[js][1][2 * s + 1], desc, js + s > 0);
+                else if constexpr (H1)
                     wgmma_m64n64k16_f16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
                                         P[js][1][2 * s + 1], desc, js + s > 0);
                 else
@@ -350,8 +369,12 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             }
         }
         wgmma_commit();
-        wgmma_wait<1>(); // the pending group (the other set) has landed
-        if (pending) fold(Dp);
+        if constexpr (Sh::ONE) {
+            wgmma_wait<0>(); // this group has landed: it is folded below, as the pending one
+        } else {
+            wgmma_wait<1>(); // the pending group (the other set) has landed
+            if (pending) fold(Dp);
+        }
         pend.s0 = cur.sg.get(gi);
         pend.s1 = cur.sh.get(gi);
         pend.b0 = q4_affine<MODE> ? q4_affine_b(pend.s0, cur.bg.get(gi)) : 0.0f;
@@ -360,6 +383,10 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         pend.gi = gi;
         pend.slot_end = blk_slot_end && gi == GPB - 1;
         pending = true;
+        if constexpr (Sh::ONE) {
+            fold(D);
+            pending = false;
+        }
     };
 
     // cursors of the walk's next block to load and of the block computed
@@ -381,13 +408,15 @@ __global__ void __launch_bounds__(WTHREADS, 1)
 #pragma unroll
         for (int gp = 0; gp < GPB; gp += 2) {
             group(gp, st, slot_end, D0, D1);
-            group(gp + 1, st, slot_end, D1, D0);
+            group(gp + 1, st, slot_end, Sh::ONE ? D0 : D1, D0);
         }
         // The block's last group is folded here: ptxas serializes every wgmma (C7514) when one stays in
         // flight across the loop's back edge.
-        wgmma_wait<0>();
-        fold(D1);
-        pending = false;
+        if constexpr (!Sh::ONE) {
+            wgmma_wait<0>();
+            fold(D1);
+            pending = false;
+        }
         if (i + NS < nblk) bar_arrive(BAR_EMPTY + st, WTHREADS); // stage st may take block i + NS
         cur = nxt;
     }
@@ -432,19 +461,20 @@ __global__ void __launch_bounds__(256)
 }
 
 // NZ > 1: split K over NZ blocks per tile block (then the fold kernel).
-template <int MODE, int SDT, int SB, int GPB, bool H1>
+template <int MODE, int SDT, int SB, int GPB, bool H1, int R = WR>
 cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW, int NZ,
                        cudaStream_t st) {
-    const size_t smem = sizeof(WSmem<SB, H1>);
+    const size_t smem = sizeof(WSmem<SB, H1, R>);
     const int64_t ntiles = d.rows / 16, tblocks = (ntiles + WTILES - 1) / WTILES;
-    const dim3 grid((unsigned)tblocks, (unsigned)((M + WR - 1) / WR), (unsigned)NZ);
+    const dim3 grid((unsigned)tblocks, (unsigned)((M + R - 1) / R), (unsigned)NZ);
     if (NZ == 1) {
-        auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, false>;
+        auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, false, R>;
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
         return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
                                (const float *)xq->s, M, KW, epi);
     }
+    if constexpr (R != WR) return cudaErrorNotSupported; // split K: 64-row blocks only
     auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, true>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
@@ -455,10 +485,13 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
                            dim3(256), 0, st, ntiles, tblocks * WTILES, KW, M, epi);
 }
 
-// The f16 hi-only instance for an f16 buffer (the header), else the hi/lo one.
+// The f16 hi-only instance for an f16 buffer (the header; 128-row tiles past 64 rows unless split), else the
+// hi/lo one.
 template <int MODE, int SDT, int SB, int GPB>
 cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW, int NZ,
                      cudaStream_t st) {
+    if (xq->f16 && NZ == 1 && M > WR && !epi.wgmma_r64)
+        return w_launch_v<q4_mode_f16<MODE>, SDT, SB, GPB, true, 2 * WR>(d, xq, M, epi, KW, NZ, st);
     if (xq->f16) return w_launch_v<q4_mode_f16<MODE>, SDT, SB, GPB, true>(d, xq, M, epi, KW, NZ, st);
     return w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, NZ, st);
 }
