@@ -305,6 +305,16 @@ int main(int argc, char **argv) {
     check_tiles(Case{32, 8, 128, 4096}, {{0, 40}, {230, 60}, {1000, 64}, {4060, 36}, {2040, 17}}, 1);
     check_tiles(Case{40, 8, 128, 1024}, {{0, 100}, {700, 33}}, 1);
     check_tiles(Case{24, 8, 96, 1024}, {{0, 70}, {250, 30}, {600, 21}}, 1);
+    // f16 caches at the other head dims (review gap F3 of session 16; added in session 17, first run in 18)
+    run_case(Case{24, 8, 96, 1024}, mid1k, 8, 1);
+    run_case(Case{6, 2, 48, 1024}, mid1k, 8, 1);
+    run_case(Case{10, 2, 80, 1024}, mid1k, 8, 1);
+    run_case(Case{10, 2, 160, 1024}, mid1k, 8, 1);
+    run_case(Case{10, 2, 80, 1024}, mid1k, 8); // head dim 80 in fp32 mode too
+    check_tiles(Case{6, 2, 48, 1024}, {{200, 90}, {0, 5}}, 1);
+    check_tiles(Case{10, 2, 80, 1024}, {{0, 70}, {300, 41}}, 1);
+    check_tiles(Case{10, 2, 80, 1024}, {{0, 70}, {300, 41}});
+    check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}}, 1);
     for (int f16 = 0; f16 < 2; f16++) {
         for (int ctx : {512, 2048, 8192}) time_prefill(Case{32, 8, 128, 8192}, ctx, f16);
         time_prefill(Case{32, 8, 128, 8192}, 8192, f16, 2048); // the model's 2,048-row chunks at 8k
