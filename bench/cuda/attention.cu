@@ -92,7 +92,10 @@ void run_case(const Case &c, const int *positions, int n_rows, int f16 = 0) {
     const double tol = f16 ? 5e-3 : 1e-5; // f16 operands: 11-bit significands
     EXPECT(worst < tol, "attention %d/%d d=%d f16=%d: worst %.3g", c.Hq, c.Hkv, c.d, f16, worst);
     bool inv_ok = true;
-    for (int r = 0; r < n_rows; r++) { // each row alone
+    const size_t nscratch = weft_cu_attention_scratch_floats(n_rows, c.Hq, c.d, c.cap);
+    for (int r = 0; r < n_rows;
+         r++) { // each row alone, the scratch poisoned (no partial left from the batch)
+        CK(cudaMemset(scratch, 0xff, nscratch * sizeof(float)));
         CK(weft_cu_attention(dq + (size_t)r * qd, dout, drows + r, 1, positions[r], c.Hq, c.Hkv, c.d, 0,
                              1.0f / sqrtf((float)c.d), scratch, c.cap, f16, 0));
         std::vector<float> one = dev_download(dout, qd);
@@ -184,6 +187,8 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
                 tiles.push_back(weft_cu_tile{(int)r0 + r, std::min(TR, segs[si].second - r)});
         weft_cu_tile *dt = dev_upload(tiles);
         CK(cudaMemset(db, 0xff, q.size() * sizeof(float)));
+        // the scratch poisoned: the per-row kernel left the same partials there
+        CK(cudaMemset(scratch, 0xff, weft_cu_attention_scratch_floats(n, c.Hq, c.d, c.cap) * sizeof(float)));
         CK(weft_cu_attention_tiles_shaped(dq, db, drows, n, max_pos, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d,
                                           0, scale, scratch, c.cap, f16, shape[0], shape[1], 0));
         std::vector<float> b = dev_download(db, q.size());
@@ -296,6 +301,8 @@ int main(int argc, char **argv) {
     check_tiles(Case{24, 8, 96, 1024}, {{0, 70}, {250, 30}, {600, 21}}); // head dim 96, 3 heads per kv head
     check_tiles(Case{6, 2, 48, 1024}, {{200, 90}, {0, 5}});              // head dim 48
     check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}});          // 7 heads per kv head
+    // 35 tiles x 8 kv heads >= 256 pairs: the default shape folds the spans in the block (rows of 10 spans)
+    check_tiles(Case{32, 8, 128, 4096}, {{0, 600}, {2000, 500}});
     // f16 operands (--activations f16): tiles == per-row kernel bit for bit, rows alone == the batch
     run_case(Case{4, 2, 16, 64}, small, 8, 1);
     run_case(Case{32, 8, 128, 4096}, mid, 8, 1);

@@ -161,9 +161,10 @@ typedef struct weft_cu_epi {
     /* tests only: weft_cu_gemm_q4w_sk's K split (a divisor of the weight's KW; 0 = from the shape and the
      * device's SM count); the same bits for every value */
     int wgmma_nz;
-    /* tests and timing only: the wgmma GEMM on an f16 buffer in 64-row tiles at any M (0: 128-row tiles past
-     * 64 rows); the same bits */
-    int wgmma_r64;
+    /* tests and timing only: the wgmma GEMM's tile rows on an f16 buffer — 0: by the grid (128 past 64 rows
+     * where those tiles still fill the GPU, else 64), 64 or 128 (past 64 rows, not split K) forced; the same
+     * bits */
+    int wgmma_rows;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
      * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
      * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */

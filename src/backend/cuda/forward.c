@@ -75,7 +75,7 @@ static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
     e.no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0;
     e.no_gemv = (b->twice & WEFT_CU_T_NO_GEMV) != 0;
     e.gemm = (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : (b->twice & WEFT_CU_T_NO_WGMMA) ? 1 : 0;
-    e.wgmma_r64 = (b->twice & WEFT_CU_T_WGMMA_R64) != 0;
+    e.wgmma_rows = (b->twice & WEFT_CU_T_WGMMA_R64) ? 64 : 0;
     /* the split-K slot sums (9..32 rows; 17..64 on small weights) */
     e.part = b->mm_part_floats ? b->mm_part : NULL;
     e.part_floats = b->mm_part_floats;

@@ -58,7 +58,7 @@ constexpr int WTHREADS = NCONS + NPROD;
 constexpr int WTILES = 8; // weight tiles per block
 // Named barriers (bar.sync id, count; 0 is __syncthreads): FULL + s: stage s holds its K block (the producer
 // arrives, the consumers wait); EMPTY + s: the consumers are done with stage s.
-constexpr int BAR_FULL = 1;
+[[maybe_unused]] constexpr int BAR_FULL = 1; // (EMPTY = FULL + NS)
 
 // The shape of B and of the accumulators for R activation rows per block: hi and lo (H1 false, R = 64: column
 // n = part n % 2 of activation row n / 2, n8 column block = an activation quad) or hi only (H1: column n =
@@ -72,7 +72,6 @@ template <bool H1, int R = WR> struct WShape {
     static constexpr int PW = H1 ? 16 : 32;  // words of a sub-block the producer copies per row
     static constexpr bool ONE = R == 2 * WR; // one accumulator set
     static constexpr int NS = ONE ? 2 : 3;   // stages of B in the ring (shared memory)
-    static constexpr int BAR_EMPTY = BAR_FULL + NS;
 };
 
 template <int SB, bool H1, int R = WR> struct alignas(16) WSmem {
@@ -177,7 +176,7 @@ struct WPend {
 template <int MODE, int SB, bool H1, int R>
 __device__ __forceinline__ void w_producer(WSmem<SB, H1, R> &S, const uint32_t *XF, const float *XS, int M,
                                            const weft_slot_walk &sw, int row0, int64_t nsub, int p) {
-    constexpr int NS = WShape<H1, R>::NS, BAR_EMPTY = WShape<H1, R>::BAR_EMPTY;
+    constexpr int NS = WShape<H1, R>::NS, BAR_EMPTY = BAR_FULL + NS;
     const int nblk = sw.n; // K blocks of the walk
     if (nblk == 0) return; // (split K: this block's slots hold no K block)
     int lj = 0, lk = 0;
@@ -240,7 +239,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     extern __shared__ __align__(16) unsigned char wsm[];
     using Sh = WShape<H1, R>;
     constexpr int ND = 4 * Sh::NB8, NOUT = Sh::NOUT; // accumulators per thread and set; outputs
-    constexpr int NS = Sh::NS, BAR_EMPTY = Sh::BAR_EMPTY;
+    constexpr int NS = Sh::NS, BAR_EMPTY = BAR_FULL + NS;
     static_assert(!SK || (R == WR && Sh::NOUT == WShape<true>::NOUT),
                   "w_part_index: 64-row blocks, the same outputs per thread either way");
     WSmem<SB, H1, R> &S = *reinterpret_cast<WSmem<SB, H1, R> *>(wsm);
@@ -485,12 +484,18 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
                            dim3(256), 0, st, ntiles, tblocks * WTILES, KW, M, epi);
 }
 
-// The f16 hi-only instance for an f16 buffer (the header; 128-row tiles past 64 rows unless split), else the
-// hi/lo one.
+// The f16 hi-only instance for an f16 buffer (the header; 128-row tiles past 64 rows unless split K or too
+// few blocks), else the hi/lo one.
 template <int MODE, int SDT, int SB, int GPB>
 cudaError_t w_launch(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu_epi &epi, int KW, int NZ,
                      cudaStream_t st) {
-    if (xq->f16 && NZ == 1 && M > WR && !epi.wgmma_r64)
+    // 128-row tiles where their grid still gives 3/4 of the SMs a block (bench/NOTES.md session 17: on the
+    // 4,096-row weights at 128 / 256 rows the 64-row tiles' twice-as-many blocks take half the time)
+    const int64_t tblocks = (d.rows / 16 + WTILES - 1) / WTILES,
+                  r128 = tblocks * ((M + 2 * WR - 1) / (2 * WR));
+    const bool big =
+        epi.wgmma_rows == 128 || (epi.wgmma_rows == 0 && 4 * r128 >= 3 * (int64_t)weft_sm_count());
+    if (xq->f16 && NZ == 1 && M > WR && big)
         return w_launch_v<q4_mode_f16<MODE>, SDT, SB, GPB, true, 2 * WR>(d, xq, M, epi, KW, NZ, st);
     if (xq->f16) return w_launch_v<q4_mode_f16<MODE>, SDT, SB, GPB, true>(d, xq, M, epi, KW, NZ, st);
     return w_launch_v<MODE, SDT, SB, GPB, false>(d, xq, M, epi, KW, NZ, st);
