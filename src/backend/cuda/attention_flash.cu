@@ -10,11 +10,12 @@
 // copied as they are (cp.async, two stages), V's B fragments then read with ldmatrix .trans, the same words
 // in the same fragment positions as the Vᵀ plane gives — and each warp runs attn_block (attn_mma.cuh) and
 // folds the block into its rows' span partials (Fold's operations, ascending; the partials restart at each
-// span's first block). At a row's last block of a span, a row whose keys fit one span writes o / l; any other
-// row stores the span partial (m, l, o) to scratch and attention.cu's combine kernel folds the spans in
-// ascending order — step for step what attention.cu's span and combine kernels compute, so a row gives the
-// same bits whichever kernel runs it, whatever rows share its tile and however many warps and spans a block
-// takes.
+// span's first block). At a row's last block of a span, a row whose keys fit one span writes o / l; with one
+// group of spans per block (gridDim.z == 1) any other row folds the span into its total (the running o kept
+// in its output row by the lane that owns it) and writes o / l at its last span; otherwise it stores the span
+// partial (m, l, o) to scratch and attention.cu's combine kernel folds the spans in ascending order — step
+// for step what attention.cu's span and combine kernels compute, so a row gives the same bits whichever
+// kernel runs it, whatever rows share its tile and however many warps and spans a block takes.
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
 #include "cp_async.cuh"
