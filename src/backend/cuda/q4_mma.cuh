@@ -38,13 +38,14 @@ template <int MODE> constexpr bool q4_affine = MODE == WEFT_CU_AFFINE || MODE ==
 // The f16 instance of a weight mode (WEFT_CU_OFF8 or WEFT_CU_AFFINE).
 template <int MODE> constexpr int q4_mode_f16 = MODE == WEFT_CU_AFFINE ? WEFT_CU_AFFINEH : WEFT_CU_OFF8H;
 
-// v + c on two bf16 (F16: f16) lanes (fma with 1.0: exact for the small integers here).
-template <bool F16 = false> __device__ __forceinline__ uint32_t q4_x2_add(uint32_t v, uint32_t c) {
+// v·m + c on two bf16 (F16: f16) lanes in one rounding (exact for the small integers and powers of two here).
+template <bool F16 = false>
+__device__ __forceinline__ uint32_t q4_x2_fma(uint32_t v, uint32_t m, uint32_t c) {
     uint32_t r;
     if constexpr (F16)
-        asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3C003C00u), "r"(c));
+        asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(m), "r"(c));
     else
-        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(0x3F803F80u), "r"(c));
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(v), "r"(m), "r"(c));
     return r;
 }
 
@@ -58,7 +59,11 @@ __device__ __forceinline__ uint32_t q4_and_or(uint32_t a, uint32_t m, uint32_t c
 
 // One word of 8 nibbles (element n at bits 4n) -> P[n] = bf16x2 (q[n] − 8, q[n + 4] − 8) for n < 4: the
 // magic number 0x4300 (bf16 128.0, ulp 1) or'ed with the nibble is 128 + q, and adding −136 leaves q − 8.
-// F16: f16x2, with 0x6400 (f16 1024.0, ulp 1) and −1032 (0xE408): the same integers.
+// F16: f16x2, with 0x6400 (f16 1024.0, ulp 1) and −1032 (0xE408): the same integers — and f16's 10 mantissa
+// bits let nibbles 1 and 5 stay where they are: or'ed into 0x6400 at bits 4..7 they give 1024 + 16q, and
+// fma(v, 1/16, −72) is q − 8 exactly, so one shift by 8 serves nibbles 2, 3, 6 and 7 (3 shifts → 1 on the
+// half-rate integer pipe; bf16's 7 mantissa bits leave no room for 16q). Measured (bench/NOTES.md session 18,
+// same call): batch-1 decode in f16 mode 442.9 → 466.9 tok/s.
 // ONE_LOP3: the mask and the or in one instruction (q4_and_or) — the same integers. Measured (bench/NOTES.md
 // session 10): faster in the one-row kernels (their K-block loop 243 → 211 instructions), the mma.sync GEMM
 // (512 rows 0.555 → 0.520 ms) and the split GEMM (16 rows 0.0372 → 0.0359 ms); slower in the wgmma GEMM (its
@@ -66,12 +71,20 @@ __device__ __forceinline__ uint32_t q4_and_or(uint32_t a, uint32_t m, uint32_t c
 // form.
 template <bool ONE_LOP3 = false, bool F16 = false>
 __device__ __forceinline__ void q4_dec_word(uint32_t w, uint32_t P[4]) {
-    constexpr uint32_t magic = F16 ? 0x64006400u : 0x43004300u, off = F16 ? 0xE408E408u : 0xC308C308u;
+    auto nib = [](uint32_t v, uint32_t m, uint32_t c) { return ONE_LOP3 ? q4_and_or(v, m, c) : (v & m) | c; };
+    if constexpr (F16) {
+        constexpr uint32_t magic = 0x64006400u, one = 0x3C003C00u, off = 0xE408E408u, // 1.0, −1032
+            sixteenth = 0x2C002C00u, off16 = 0xD480D480u;                             // 1/16, −72
+        const uint32_t w8 = w >> 8;
+        P[0] = q4_x2_fma<true>(nib(w, 0x000F000Fu, magic), one, off);
+        P[1] = q4_x2_fma<true>(nib(w, 0x00F000F0u, magic), sixteenth, off16);
+        P[2] = q4_x2_fma<true>(nib(w8, 0x000F000Fu, magic), one, off);
+        P[3] = q4_x2_fma<true>(nib(w8, 0x00F000F0u, magic), sixteenth, off16);
+    } else {
 #pragma unroll
-    for (int n = 0; n < 4; n++)
-        P[n] = q4_x2_add<F16>(ONE_LOP3 ? q4_and_or(w >> (4 * n), 0x000F000Fu, magic)
-                                       : ((w >> (4 * n)) & 0x000F000Fu) | magic,
-                              off);
+        for (int n = 0; n < 4; n++)
+            P[n] = q4_x2_fma(nib(w >> (4 * n), 0x000F000Fu, 0x43004300u), 0x3F803F80u, 0xC308C308u);
+    }
 }
 
 // c += A·B, m16n8k16, bf16 (F16: f16) inputs, fp32 accumulators.
