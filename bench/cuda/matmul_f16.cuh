@@ -33,14 +33,25 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     const size_t npart = std::max(weft_cu_gemv_part_floats(N, K), weft_cu_gemm_q4w_part_floats(N, K, MAXM));
     float *dpart = nullptr;
     CK(cudaMalloc(&dpart, npart * sizeof(float)));
+    const size_t nxb = weft_cu_gemm_q4w_xb_words(K, MAXM); // the wgmma GEMM's bulk-copy activations
+    uint32_t *dxb = nullptr;
+    CK(cudaMalloc(&dxb, nxb * sizeof(uint32_t)));
     int bad = 0, wg_ran = 0, wg64_ran = 0, wg128_ran = 0, wsk_ran = 0, gemv32_ran = 0;
     double worst = 0;
     const bool q4_0 = L.mode == WEFT_CU_OFF8,
                wgmma_layout = q4_0 || (L.group == 64 && L.sdt == WEFT_CU_S_BF16) ||
                               (L.group == 32 && L.sdt == WEFT_CU_S_F16); // the wgmma GEMM's layouts
-    static const char *const gname[7] = {"dispatch",           "mma.sync",   "wgmma",
-                                         "cluster-split",      "gemv_q4.cu", "wgmma 64-row tiles",
-                                         "wgmma 128-row tiles"};
+    static const char *const gname[10] = {"dispatch",
+                                          "mma.sync",
+                                          "wgmma",
+                                          "cluster-split",
+                                          "gemv_q4.cu",
+                                          "wgmma 64-row tiles",
+                                          "wgmma 128-row tiles",
+                                          "wgmma bulk copies",
+                                          "wgmma bulk copies 64-row tiles",
+                                          "wgmma bulk copies 128-row tiles"};
+    int bulk_ran = 0;
     for (int M : {1, 3, 8, 12, 16, 17, 24, 32, 33, 64, 65, 100, 256, 300}) {
         CK(cudaMemset(xq.f, 0xff, (size_t)MAXM * K * sizeof(uint32_t)));
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
@@ -52,9 +63,14 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             CK(weft_cu_matmul(&W.w, dxr, K, M, dy, N, bp, accu, 0));
             const std::vector<float> a = dev_download(dy, (size_t)M * N);
             std::vector<float> base;
-            for (int p = 0; p < 7; p++) {
+            for (int p = 0; p < 10; p++) {
                 weft_cu_epi e = weft_cu_epi_store(dy2, N, bp, accu, N);
-                e.wgmma_rows = p == 5 ? 64 : p == 6 ? 128 : 0;
+                e.wgmma_rows = p == 5 || p == 8 ? 64 : p == 6 || p == 9 ? 128 : 0;
+                if (p >= 7) { // the bulk copies, their scratch poisoned
+                    e.xb = dxb;
+                    e.xb_words = nxb;
+                    CK(cudaMemset(dxb, 0xff, nxb * sizeof(uint32_t)));
+                }
                 if (p == 4 &&
                     M > 8) { // the split-K form (17..32 rows: its octets of 32), its scratch poisoned
                     e.part = dpart;
@@ -68,12 +84,13 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                                        : p == 2 ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
                                        : p == 3 ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
                                        : p == 4 ? weft_cu_gemv_q4(&W.w, &xq, M, &e, 0)
-                                                : weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0); // 5, 6: tile rows
+                                                : weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0); // 5..9
                 if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
                 wg_ran += p == 2;
                 wg64_ran += p == 5 && M > 64;
                 wg128_ran += p == 6 && M > 64;
+                bulk_ran += p >= 7 && q4_0 && M > 64;
                 gemv32_ran += p == 4 && M > 16;
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 if (p == 0) {
@@ -109,6 +126,11 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         bad += gemv32_ran == 0;
         EXPECT(gemv32_ran > 0, "%s %lldx%lld: gemv_q4.cu refused 17..32 rows of an f16 buffer", L.name,
                (long long)N, (long long)K);
+    }
+    if (q4_0 && major == 9 && K % 128 == 0) {
+        bad += bulk_ran < 3;
+        EXPECT(bulk_ran >= 3, "%s %lldx%lld: the wgmma GEMM's bulk copies ran %d times", L.name, (long long)N,
+               (long long)K, bulk_ran);
     }
     if (wgmma_layout && major == 9 && K % 128 == 0) {
         bad += wsk_ran == 0;
@@ -157,17 +179,25 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         const weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
         CK(weft_cu_xq_prep(dx, K, MAXM, &xq, 0));
         CK(weft_cu_xq_prep(dx, K, MAXM, &xh, 0));
-        printf("\n    wgmma GEMM, ms (TFLOP/s) hi/lo / f16 64-row tiles / f16 128-row tiles:");
+        printf(
+            "\n    wgmma GEMM, ms (TFLOP/s) hi/lo / f16 64-row tiles / f16 128-row tiles / with bulk copies "
+            "64 / 128:");
         weft_cu_epi e64 = e, e128 = e;
         e64.wgmma_rows = 64;
         e128.wgmma_rows = 128;
+        weft_cu_epi b64 = e64, b128 = e128; // with the bulk copies (the activations' rewrite included)
+        b64.xb = b128.xb = dxb;
+        b64.xb_words = b128.xb_words = nxb;
         for (const int M : {64, 128, 256, 512, 1024, 2048}) {
             if (weft_cu_gemm_q4w(&W.w, &xh, M, &e, 0) != cudaSuccess) break;
             const double th = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xh, M, &e, 0); }, 1, 5, flush);
             const double t6 = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &e64, 0); }, 1, 5, flush);
             const double tb = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &e128, 0); }, 1, 5, flush);
+            const double u6 = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &b64, 0); }, 1, 5, flush);
+            const double ub = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &b128, 0); }, 1, 5, flush);
             const double f = 2.0 * M * N * K / 1e9;
-            printf(" M=%d %.3f (%.1f) / %.3f (%.1f) / %.3f (%.1f)", M, th, f / th, t6, f / t6, tb, f / tb);
+            printf(" M=%d %.3f (%.1f) / %.3f (%.1f) / %.3f (%.1f) / bulk %.3f (%.1f) / %.3f (%.1f)", M, th,
+                   f / th, t6, f / t6, tb, f / tb, u6, f / u6, ub, f / ub);
         }
         weft_cu_epi ep = e;
         ep.part = dpart;
@@ -200,6 +230,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         cudaFree(q->s);
     }
     cudaFree(dpart);
+    cudaFree(dxb);
     cudaFree(dx);
     cudaFree(dxr);
     cudaFree(db);

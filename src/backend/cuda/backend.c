@@ -381,6 +381,7 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
                 {(void **)&b->d_ids, R * sizeof(int32_t)},
                 {(void **)&b->attn_scratch, attn_scratch_floats(b) * f},
                 {(void **)&b->mm_part, b->mm_part_floats * f},
+                {(void **)&b->mm_xb, b->mm_xb_words * sizeof(uint32_t)},
                 {(void **)&b->xq_f, 2 * R * (size_t)b->xq_k * sizeof(uint32_t)},
                 {(void **)&b->xq_s, 2 * R * (size_t)(b->xq_k / 32) * f},
                 {(void **)&b->d_tiles, R * sizeof(weft_cu_tile)},
@@ -404,7 +405,7 @@ static size_t activation_bytes(const cu_backend *b) {
     const size_t R = (size_t)b->max_rows;
     return R * sizeof(float) * (size_t)(2 * b->H + 2 * b->Hq * b->d + 2 * b->Hkv * b->d + 2 * b->I + b->V) +
            R * (sizeof(weft_cu_row) + 3 * sizeof(int)) +
-           (attn_scratch_floats(b) + b->mm_part_floats) * sizeof(float) +
+           (attn_scratch_floats(b) + b->mm_part_floats) * sizeof(float) + b->mm_xb_words * sizeof(uint32_t) +
            R * (2 * (size_t)b->xq_k * sizeof(uint32_t) + 2 * (size_t)(b->xq_k / 32) * sizeof(float) +
                 sizeof(weft_cu_tile)) +
            attn_counters_bytes(b);
@@ -488,6 +489,8 @@ static weft_status create(cu_backend *b, const weft_config *cfg, const weft_tens
     for (int i = 0; i < n_mats; i++) wbytes += mats[i].w->bytes;
     b->weights_bytes = wbytes;
     b->mm_part_floats = mm_part_floats(b, mats, n_mats);
+    /* the wgmma GEMM's bulk copies: f16 mode, forwards past 64 rows (weft_cu_epi.xb) */
+    b->mm_xb_words = b->act_f16 && b->max_rows > 64 ? weft_cu_gemm_q4w_xb_words(b->xq_k, b->max_rows) : 0;
     b->act_bytes = activation_bytes(b);
     /* Admission (SPEC §4.6): weights + activations must fit before anything is uploaded. */
     size_t avail = device_free(b), need_bytes = wbytes + b->act_bytes;

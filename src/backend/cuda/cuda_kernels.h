@@ -165,6 +165,13 @@ typedef struct weft_cu_epi {
      * where those tiles still fill the GPU, else 64), 64 or 128 (past 64 rows, not split K) forced; the same
      * bits */
     int wgmma_rows;
+    /* optional scratch of xb_words u32 for the wgmma GEMM on f16 buffers (Q4_0, not split K): the activations
+     * rewritten in the order its wgmma reads them (weft_cu_gemm_q4w_xb_words says how much M rows of K need),
+     * so each K block of a row block arrives in shared memory as one bulk copy (no per-thread copies, no
+     * transposes) — NULL = the per-thread copies; the same bits either way; written and read within the call
+     */
+    uint32_t *xb;
+    size_t xb_words;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
      * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
      * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */
@@ -228,6 +235,9 @@ cudaError_t weft_cu_gemm_q4w_sk(const weft_cu_weight *w, const weft_cu_xq *xq, i
 /* Floats of weft_cu_epi.part weft_cu_gemm_q4w_sk needs for a rows x cols weight at M rows: the KW slot sums
  * of every output of the tile blocks' rows (padded to 128) and row blocks (of 64). */
 size_t weft_cu_gemm_q4w_part_floats(int64_t rows, int64_t cols, int M);
+/* u32 words of weft_cu_epi.xb the wgmma GEMM's bulk copies need for M rows of K columns (either tile height).
+ */
+size_t weft_cu_gemm_q4w_xb_words(int64_t K, int M);
 /* The same product (the same bits, the same epilogues) for 1..16 activation rows (batch-1 decode and decode
  * rounds of few streams; gemv_q4.cu): groups of warps take runs of consecutive 16-row tiles, and each warp
  * streams its K blocks of the whole run through a ring of cp.async copies in shared memory, the activation

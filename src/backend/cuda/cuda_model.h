@@ -44,6 +44,8 @@ typedef struct cu_backend {
     float *mm_part;        /* the 4-bit matmul's split-K slot sums (weft_cu_epi.part), mm_part_floats; like
                               attn_scratch, one set for the backend's one stream */
     size_t mm_part_floats; /* backend.c's mm_part_floats: the planned Q4_0 weights' largest need (0: none) */
+    uint32_t *mm_xb;       /* the wgmma GEMM's activations in its own order (weft_cu_epi.xb), mm_xb_words */
+    size_t mm_xb_words;    /* f16 mode past 64 rows: weft_cu_gemm_q4w_xb_words(xq_k, max_rows); else 0 */
     int *attn_counters;    /* weft_cu_attention_decode's arrival counters, zero between launches (these and
                               attn_scratch assume the backend's one stream; a stream per slot would need a set
                               each) */
@@ -125,7 +127,8 @@ enum {
         32768, /* not a stage: one-row 4-bit matmuls on mma_q4x.cu's kernels, not gemv_q4.cu */
     WEFT_CU_T_NO_FUSED_ATTN = 65536, /* not a stage: batch-1 attention as separate kernels (rope, attention,
                                        prep), not weft_cu_attention_decode */
-    WEFT_CU_T_WGMMA_R64 = 131072     /* not a stage: the f16 wgmma GEMM in 64-row tiles at any row count */
+    WEFT_CU_T_WGMMA_R64 = 131072,    /* not a stage: the f16 wgmma GEMM in 64-row tiles at any row count */
+    WEFT_CU_T_NO_BULK = 262144       /* not a stage: the f16 wgmma GEMM with per-thread copies (no epi.xb) */
 };
 
 #endif

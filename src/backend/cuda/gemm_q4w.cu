@@ -37,6 +37,11 @@
 //
 // Block: 3 warpgroups. The producer (warpgroup 2) copies each K block's prepared words with cp.async and
 // transposes them into a 3-stage ring of B tiles, handing stages over with named barriers (FULL / EMPTY).
+// With epi.xb (Q4_0 on an f16 buffer, not split K) a small kernel first writes the activations in the ring's
+// order (w_xb_kernel) and the producer moves each stage as one bulk copy that completes on an mbarrier
+// (w_producer_bulk): no per-thread copies queueing in the load/store unit, no shared-memory transposes — ncu
+// had the tensor pipe 22% busy behind that data path (bench/NOTES.md session 18); measured 1.120 → 0.913 ms
+// (64-row tiles, 14336×4096 at 2,048 rows) and model prefill 8k 10,962 → 12,034 tok/s.
 // The consumers (warpgroups 0, 1) own weight tiles 4v .. 4v + 3 (warp w: tile 4v + w), keep their weight
 // words and scales in registers one K block ahead, and run two accumulator sets so that one group's wgmma
 // runs while the previous group is folded. setmaxnreg moves registers from the producer (56) to the
@@ -82,7 +87,52 @@ template <int SB, bool H1, int R = WR> struct alignas(16) WSmem {
                                                   // 16 bytes: the transpose's loads hit distinct banks)
     float rxs[2][R][SB];                          // and of the sums
     float tot[Sh::NOUT][NCONS];                   // each consumer thread's running total over the slots
+    unsigned long long full[Sh::NS];              // bulk copies: stage s holds its K block (mbarrier)
 };
+
+// The bulk-copy form (epi.xb: f16 Q4_0, not split K): the activations rewritten by w_xb_kernel in the ring's
+// own order, [row block][K block][step][n8 block][k half][core row][word] (WSmem::b's stage), so a K block of
+// a row block is one contiguous stage that one thread of the producer moves with cp.async.bulk, completing on
+// the stage's mbarrier (the consumers wait on its phase instead of the FULL barrier). The same words land in
+// the same places as the per-thread copies and transposes put them: the same bits.
+__device__ __forceinline__ __attribute__((unused)) void mbar_init(unsigned long long *mb, unsigned count) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(mb)), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ __attribute__((unused)) void mbar_init_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// One bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst,
+// announced to mb as that many transaction bytes (the stage's phase completes when they have landed).
+__device__ __forceinline__ __attribute__((unused)) void bulk_g2s(uint32_t dst, const void *src,
+                                                                 uint32_t bytes, unsigned long long *mb) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const uint32_t m = smem_addr(mb);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(m), "r"(bytes) : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(m)
+        : "memory");
+#endif
+}
+// Waits until phase `parity` (0 or 1) of mb has completed.
+__device__ __forceinline__ __attribute__((unused)) void mbar_wait(unsigned long long *mb, uint32_t parity) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const uint32_t m = smem_addr(mb);
+    uint32_t done = 0;
+    while (!done)
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, "
+            "0, p;\n}"
+            : "=r"(done)
+            : "r"(m), "r"(parity)
+            : "memory");
+#endif
+}
 
 __device__ __forceinline__ __attribute__((unused)) void bar_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
@@ -205,6 +255,50 @@ __device__ __forceinline__ void w_producer(WSmem<SB, H1, R> &S, const uint32_t *
     }
 }
 
+// The producer warpgroup with bulk copies: stage i % NS takes K block i of the walk in one copy by thread 0
+// once the consumers have released it (the whole warpgroup keeps the EMPTY barrier's count).
+template <int SB, bool H1, int R>
+__device__ __forceinline__ void w_producer_bulk(WSmem<SB, H1, R> &S, const uint32_t *xb,
+                                                const weft_slot_walk &sw, int p) {
+    constexpr int NS = WShape<H1, R>::NS, BAR_EMPTY = BAR_FULL + NS;
+    constexpr uint32_t STAGE = sizeof(S.b[0]);
+    int lj = 0, lk = 0;
+#pragma unroll 1
+    for (int i = 0; i < sw.n; i++) {
+        const int st = i % NS, kb = weft_slot_walk_kb(&sw, lj, lk);
+        weft_slot_walk_next(&sw, &lj, &lk);
+        if (i >= NS) bar_sync(BAR_EMPTY + st, WTHREADS); // the consumers are done with block i − NS
+        if (p == 0)
+            bulk_g2s(smem_addr(&S.b[st][0][0][0][0][0]), xb + (size_t)kb * (STAGE / 4), STAGE, &S.full[st]);
+    }
+}
+
+// w_xb_kernel: thread (row, sub-block) of the padded rows moves the row's 16 hi words of the sub-block from
+// weft_cu_xq order (word 4t + w = lane t's pair w) to the four core rows of steps 2j + w / 2, k half w % 2 —
+// WProd::transpose's map, for every row block of R rows and K block at once (rows past M: zeros).
+template <int R>
+__global__ void __launch_bounds__(256)
+    w_xb_kernel(const uint32_t *__restrict__ XF, int M, int64_t nsub, uint32_t *xb, int64_t total) {
+    constexpr int SB = 4, NB8 = R / 8, STAGE_WORDS = 2 * SB * NB8 * 64;
+    weft_pdl_enter();
+    const int64_t idx = (int64_t)blockIdx.x * 256 + threadIdx.x;
+    if (idx >= total) return;
+    const int64_t row = idx / nsub, sub = idx % nsub, nblk = nsub / SB;
+    uint4 v[4] = {};
+    if (row < M)
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            v[t] = *reinterpret_cast<const uint4 *>(XF + (row * nsub + sub) * 32 + 4 * t);
+    const int64_t rb = row / R, kb = sub / SB;
+    const int rr = (int)(row % R), j = (int)(sub % SB), n8 = rr / 8, r8 = rr % 8;
+    uint32_t *dst = xb + (rb * nblk + kb) * STAGE_WORDS;
+    auto wv = [&](const uint4 &u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; };
+#pragma unroll
+    for (int w = 0; w < 4; w++)
+        *reinterpret_cast<uint4 *>(dst + (((2 * j + w / 2) * NB8 + n8) * 2 + w % 2) * 32 + r8 * 4) =
+            make_uint4(wv(v[0], w), wv(v[1], w), wv(v[2], w), wv(v[3], w));
+}
+
 // The outputs of weight tile `tile` from the rows' block at row0, n8 block q of the accumulators (q <
 // WShape<H1>::NB8): value(e) the total of the thread's output e (hi and lo: weight row g + 8·(e % 2) x
 // activation row 4·(e / 2) + t; H1: g + 8·((e / 2) % 2) x 8·(e / 4) + 2t + e % 2), into the epilogue.
@@ -249,10 +343,23 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     const int NZ = SK ? (int)gridDim.z : 1, rz = SK ? (int)blockIdx.z : 0, SPC = KW / NZ;
     const weft_slot_walk sw = weft_slot_walk_make(rz, NZ, KW, nblk_all, SPC);
     const int nblk = SK ? sw.n : nblk_all; // (the same value without SK: one register fewer)
-    if (threadIdx.x >= NCONS) {            // the producer warpgroup
+    // bulk copies: Q4_0 on an f16 buffer, not split K, with the rewritten activations (epi.xb)
+    constexpr bool BULK_OK = H1 && !q4_affine<MODE> && !SK;
+    const bool bulk = BULK_OK && epi.xb != nullptr;
+    if (bulk) {
+        if (threadIdx.x == 0)
+            for (int st = 0; st < NS; st++) mbar_init(&S.full[st], 1);
+        mbar_init_fence();
+        __syncthreads();
+    }
+    if (threadIdx.x >= NCONS) { // the producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
         weft_pdl_enter();
-        w_producer<MODE, SB, H1, R>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
+        if (BULK_OK && bulk)
+            w_producer_bulk<SB, H1, R>(S, epi.xb + (size_t)blockIdx.y * nblk_all * (sizeof(S.b[0]) / 4), sw,
+                                       threadIdx.x - NCONS);
+        else
+            w_producer<MODE, SB, H1, R>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
@@ -403,7 +510,10 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         const bool slot_end = ck == weft_slot_walk_len(&sw, cj) - 1; // block i is its slot's last
         weft_slot_walk_next(&sw, &cj, &ck);
         if (i + 1 < nblk) nxt.load(w, qb, wtile, nblk_all, load_kb(), ng, g);
-        bar_sync(BAR_FULL + st, WTHREADS); // the producer has staged block i
+        if (BULK_OK && bulk) // the producer has staged block i
+            mbar_wait(&S.full[st], (uint32_t)(i / NS) & 1u);
+        else
+            bar_sync(BAR_FULL + st, WTHREADS);
 #pragma unroll
         for (int gp = 0; gp < GPB; gp += 2) {
             group(gp, st, slot_end, D0, D1);
@@ -470,8 +580,19 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
         auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, false, R>;
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
+        weft_cu_epi ek = epi;
+        const int64_t nsub = d.cols / 32, rows_p = (int64_t)grid.y * R;
+        // bulk copies (Q4_0 on an f16 buffer, with room in epi.xb): the activations rewritten first
+        if (!(H1 && !q4_affine<MODE> && ek.xb && ek.xb_words >= (size_t)(rows_p * nsub * 16)))
+            ek.xb = nullptr;
+        if (ek.xb) {
+            const int64_t total = rows_p * nsub;
+            e = weft_pdl_launch(w_xb_kernel<R>, dim3((unsigned)((total + 255) / 256)), dim3(256), 0, st,
+                                (const uint32_t *)xq->f, M, nsub, ek.xb, total);
+            if (e != cudaSuccess) return e;
+        }
         return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
-                               (const float *)xq->s, M, KW, epi);
+                               (const float *)xq->s, M, KW, ek);
     }
     if constexpr (R != WR) return cudaErrorNotSupported; // split K: 64-row blocks only
     auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, true>;
@@ -536,6 +657,10 @@ extern "C" size_t weft_cu_gemm_q4w_part_floats(int64_t rows, int64_t cols, int M
     const int64_t tiles_p = (rows / 16 + WTILES - 1) / WTILES * WTILES;
     return (size_t)((M + WR - 1) / WR) * (size_t)tiles_p * (size_t)weft_cu_q4_kw(rows, cols) *
            (size_t)WShape<true>::NOUT * 32;
+}
+
+extern "C" size_t weft_cu_gemm_q4w_xb_words(int64_t K, int M) {
+    return (size_t)((M + 2 * WR - 1) / (2 * WR)) * (size_t)(2 * WR) * (size_t)(K / 32) * 16;
 }
 
 extern "C" cudaError_t weft_cu_gemm_q4w_sk(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
