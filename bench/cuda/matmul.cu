@@ -470,6 +470,8 @@ int main(int argc, char **argv) {
             if (K % L.group == 0) check_q4x(L, 1008, K, false);
         if (640 % L.group == 0) check_q4x(L, 8448, 640, false);
         check_q4x_f16(L, 1008, 512, false);
+        if (L.mode == WEFT_CU_OFF8) // the bulk copies' ring with 1, 3 and 5 K blocks (fewer than its stages)
+            for (int64_t K : {128, 384, 640}) check_q4x_f16(L, 1008, K, false);
         if (L.group == 32) check_q4x_f16(L, 48, 96, false);
         check_q4x_f16(L, 1024, 1536, false);
         if (640 % L.group == 0) check_q4x_f16(L, 8448, 640, false);

@@ -168,8 +168,8 @@ typedef struct weft_cu_epi {
     /* optional scratch of xb_words u32 for the wgmma GEMM on f16 buffers (Q4_0, not split K): the activations
      * rewritten in the order its wgmma reads them (weft_cu_gemm_q4w_xb_words says how much M rows of K need),
      * so each K block of a row block arrives in shared memory as one bulk copy (no per-thread copies, no
-     * transposes) — NULL = the per-thread copies; the same bits either way; written and read within the call
-     */
+     * transposes), past 64 rows — 16-byte aligned (cudaMalloc's); NULL = the per-thread copies; the same bits
+     * either way; written and read within the call */
     uint32_t *xb;
     size_t xb_words;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the

@@ -264,6 +264,8 @@ __device__ __forceinline__ void w_producer_bulk(WSmem<SB, H1, R> &S, const uint3
     constexpr uint32_t STAGE = sizeof(S.b[0]);
     int lj = 0, lk = 0;
 #pragma unroll 1
+    // (it may exit with copies in flight: the consumers wait for each on its mbarrier before they read or
+    // exit; the mbarriers are never invalidated, which needs no care without thread block clusters)
     for (int i = 0; i < sw.n; i++) {
         const int st = i % NS, kb = weft_slot_walk_kb(&sw, lj, lk);
         weft_slot_walk_next(&sw, &lj, &lk);
@@ -582,8 +584,10 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
         if (e != cudaSuccess) return e;
         weft_cu_epi ek = epi;
         const int64_t nsub = d.cols / 32, rows_p = (int64_t)grid.y * R;
-        // bulk copies (Q4_0 on an f16 buffer, with room in epi.xb): the activations rewritten first
-        if (!(H1 && !q4_affine<MODE> && ek.xb && ek.xb_words >= (size_t)(rows_p * nsub * 16)))
+        // bulk copies (Q4_0 on an f16 buffer past 64 rows, with room in a 16-byte aligned epi.xb): the
+        // activations rewritten first (at 64 rows and fewer the extra launch is not measured to pay)
+        if (!(H1 && !q4_affine<MODE> && M > WR && ek.xb && ek.xb_words >= (size_t)(rows_p * nsub * 16) &&
+              ((uintptr_t)ek.xb & 15) == 0))
             ek.xb = nullptr;
         if (ek.xb) {
             const int64_t total = rows_p * nsub;
