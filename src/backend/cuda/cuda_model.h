@@ -128,7 +128,8 @@ enum {
     WEFT_CU_T_NO_FUSED_ATTN = 65536, /* not a stage: batch-1 attention as separate kernels (rope, attention,
                                        prep), not weft_cu_attention_decode */
     WEFT_CU_T_WGMMA_R64 = 131072,    /* not a stage: the f16 wgmma GEMM in 64-row tiles at any row count */
-    WEFT_CU_T_NO_BULK = 262144       /* not a stage: the f16 wgmma GEMM with per-thread copies (no epi.xb) */
+    WEFT_CU_T_NO_BULK = 262144,      /* not a stage: the f16 wgmma GEMM with per-thread copies (no epi.xb) */
+    WEFT_CU_T_BULK_DEEP = 524288     /* not a stage: the bulk copies into a deeper ring (epi.wgmma_deep) */
 };
 
 #endif
