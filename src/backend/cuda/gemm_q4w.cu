@@ -364,17 +364,15 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     if (threadIdx.x >= NCONS) { // the producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
         weft_pdl_enter();
-        if constexpr (DEEP) {
-            w_producer_bulk<SB, H1, R, DEEP>(S, epi.xb + (size_t)blockIdx.y * nblk_all * (sizeof(S.b[0]) / 4),
-                                             sw, threadIdx.x - NCONS);
-        } else {
-            if (BULK_OK && bulk)
+        if constexpr (BULK_OK) { // (DEEP: always; its shared memory has no copy buffers for w_producer)
+            if (bulk) {
                 w_producer_bulk<SB, H1, R, DEEP>(
                     S, epi.xb + (size_t)blockIdx.y * nblk_all * (sizeof(S.b[0]) / 4), sw,
                     threadIdx.x - NCONS);
-            else
-                w_producer<MODE, SB, H1, R>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
+                return;
+            }
         }
+        if constexpr (!DEEP) w_producer<MODE, SB, H1, R>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
