@@ -145,8 +145,19 @@ void time_decode(const Case &c, int ctx, int n_rows, int f16 = 0) {
     cudaFree(drows);
 }
 
-// The launch shapes the tile kernel is checked and timed in: {warps, span_group} (0: the default group).
-const int kShapes[][2] = {{8, 0}, {4, 1}, {8, 1}, {4, 3}, {8, 2}, {8, 1 << 20}, {4, 1 << 20}}; // 1 << 20: all
+// The launch shapes the tile kernel is checked and timed in: {warps, span_group} (0: the default group; 1 <<
+// 20: all spans). warps -8: the wgmma form (f16, d = 128, sm_90a), which must run where it applies.
+const int kShapes[][2] = {{8, 0},       {4, 1},  {8, 1},  {4, 3},  {8, 2},       {8, 1 << 20},
+                          {4, 1 << 20}, {-8, 0}, {-8, 1}, {-8, 3}, {-8, 1 << 20}};
+int g_wg_ran = 0; // tile checks of the wgmma form that ran (main requires some where the device has sm_90a)
+// The tile rows of a shape.
+int shape_rows(const Case &c, int warps) {
+    return 16 * (warps < 0 ? -warps : warps) / (c.Hq / c.Hkv);
+}
+// Whether the shape applies to the case (the wgmma form: f16, d = 128).
+bool shape_applies(const Case &c, int warps, int f16) {
+    return warps > 0 || (f16 && c.d == 128);
+}
 
 // Prefill rows: segments of consecutive positions in two streams' caches, grouped into query tiles, through
 // weft_cu_attention_tiles in every launch shape of kShapes; each row must equal the per-row kernel's result
@@ -180,7 +191,8 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
     CK(weft_cu_attention(dq, da, drows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, scratch, c.cap, f16, 0));
     std::vector<float> a = dev_download(da, q.size());
     for (const auto &shape : kShapes) {
-        const int TR = 16 * shape[0] / (c.Hq / c.Hkv);
+        if (!shape_applies(c, shape[0], f16)) continue;
+        const int TR = shape_rows(c, shape[0]);
         std::vector<weft_cu_tile> tiles;
         for (size_t si = 0, r0 = 0; si < segs.size(); r0 += segs[si].second, si++)
             for (int r = 0; r < segs[si].second; r += TR)
@@ -189,8 +201,17 @@ void check_tiles(const Case &c, const std::vector<std::pair<int, int>> &segs, in
         CK(cudaMemset(db, 0xff, q.size() * sizeof(float)));
         // the scratch poisoned: the per-row kernel left the same partials there
         CK(cudaMemset(scratch, 0xff, weft_cu_attention_scratch_floats(n, c.Hq, c.d, c.cap) * sizeof(float)));
-        CK(weft_cu_attention_tiles_shaped(dq, db, drows, n, max_pos, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d,
-                                          0, scale, scratch, c.cap, f16, shape[0], shape[1], 0));
+        const cudaError_t te =
+            weft_cu_attention_tiles_shaped(dq, db, drows, n, max_pos, dt, (int)tiles.size(), c.Hq, c.Hkv, c.d,
+                                           0, scale, scratch, c.cap, f16, shape[0], shape[1], 0);
+        if (shape[0] < 0 && te == cudaErrorNotSupported) { // no sm_90a here: said, not counted as run
+            printf("attention tiles %2d/%d d=%-3d warps=%d: not supported on this device/build\n", c.Hq,
+                   c.Hkv, c.d, shape[0]);
+            cudaFree(dt);
+            continue;
+        }
+        CK(te);
+        if (shape[0] < 0) g_wg_ran++;
         std::vector<float> b = dev_download(db, q.size());
         int bad_rows = 0;
         for (int r = 0; r < n; r++) bad_rows += memcmp(&a[(size_t)r * qd], &b[(size_t)r * qd], qd * 4) != 0;
@@ -246,10 +267,17 @@ void time_prefill(const Case &c, int ctx, int f16 = 0, int n = 256) {
                c.Hq, c.Hkv, c.d, n, ctx, f16 ? "f16 " : "fp32", t0, flop / t0 / 1e9);
     }
     for (const auto &shape : kShapes) {
-        const int TR = 16 * shape[0] / (c.Hq / c.Hkv);
+        if (!shape_applies(c, shape[0], f16)) continue;
+        const int TR = shape_rows(c, shape[0]);
         std::vector<weft_cu_tile> tiles;
         for (int r = 0; r < n; r += TR) tiles.push_back(weft_cu_tile{r, std::min(TR, n - r)});
         weft_cu_tile *dt = dev_upload(tiles);
+        if (weft_cu_attention_tiles_shaped(dq, dout, drows, n, ctx - 1, dt, (int)tiles.size(), c.Hq, c.Hkv,
+                                           c.d, 0, scale, scratch, c.cap, f16, shape[0], shape[1],
+                                           0) == cudaErrorNotSupported) {
+            cudaFree(dt);
+            continue; // (check_tiles said so)
+        }
         const double t1 = time_ms(
             [&] {
                 weft_cu_attention_tiles_shaped(dq, dout, drows, n, ctx - 1, dt, (int)tiles.size(), c.Hq,
@@ -322,6 +350,18 @@ int main(int argc, char **argv) {
     check_tiles(Case{10, 2, 80, 1024}, {{0, 70}, {300, 41}}, 1);
     check_tiles(Case{10, 2, 80, 1024}, {{0, 70}, {300, 41}});
     check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}}, 1);
+    // the wgmma form's cases (f16, d = 128): 8 and 16 heads per kv head, spans folded in the block
+    check_tiles(Case{64, 8, 128, 2048}, {{250, 20}, {1020, 9}}, 1);
+    check_tiles(Case{16, 1, 128, 1024}, {{0, 9}, {300, 40}, {511, 1}}, 1);
+    check_tiles(Case{32, 8, 128, 4096}, {{0, 600}, {2000, 500}}, 1);
+    {
+        int major = 0, minor = 0;
+        CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+        CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+        EXPECT(!(major == 9 && minor == 0) || g_wg_ran > 0,
+               "attention tiles: the wgmma form never ran on a compute capability 9.0 device");
+        printf("attention tiles: the wgmma form ran in %d checks\n", g_wg_ran);
+    }
     for (int f16 = 0; f16 < 2; f16++) {
         for (int ctx : {512, 2048, 8192}) time_prefill(Case{32, 8, 128, 8192}, ctx, f16);
         time_prefill(Case{32, 8, 128, 8192}, 8192, f16, 2048); // the model's 2,048-row chunks at 8k

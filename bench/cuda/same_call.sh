@@ -5,6 +5,7 @@
 #                                           #         tok128k.json.xz, llamacpp-src.tar.xz (bench/NOTES.md session 18)
 # WEFT_AB="weft weft_x": binaries alternated twice on batch-1 decode + 16 streams before the table.
 # WEFT_KNOBS="0 524288": WEFT_CUDA_TIMING_TWICE masks for the prefill 2k / 8k A/B of the weft binary.
+# WEFT_PRE="bash carry/x.sh": a command run after the setup, before the table (harnesses while llama.cpp builds).
 # Logs: $OUT/logs.tar.xz. About 350 s.
 set -u
 T0=$SECONDS
@@ -19,6 +20,7 @@ mkdir -p $LC && tar -xJf carry/llamacpp-src.tar.xz -C $LC && mkdir -p $LC/tools/
     touch $LC/built) >/tmp/L/lcpp_build.log 2>&1 &
 WEFT_SBS=none bash bench/cuda/side_by_side.sh >/tmp/L/setup.log 2>&1 # /tmp/w binaries, /tmp/m8b.gguf
 echo "setup $((SECONDS - T0))s"
+[ -z "${WEFT_PRE-}" ] || bash -c "$WEFT_PRE"
 M=/tmp/m8b.gguf
 t() { # name, limit, command...: the log's last line
     local n=$1 lim=$2 s=$SECONDS

@@ -16,8 +16,12 @@
 // partial (m, l, o) to scratch and attention.cu's combine kernel folds the spans in ascending order — step
 // for step what attention.cu's span and combine kernels compute, so a row gives the same bits whichever
 // kernel runs it, whatever rows share its tile and however many warps and spans a block takes.
+// The wgmma form (warps = -8: f16, d = 128, sm_90a; attn_wgmma.cuh) computes each key block's step on wgmma,
+// a warpgroup's 64 row-heads at once, with the same bits (bench_cuda_attention); not the default yet: at 8
+// warps per SM it is slower than the mma.sync form at 16 (bench/NOTES.md session 19).
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
+#include "attn_wgmma.cuh"
 #include "cp_async.cuh"
 #include "pdl.cuh"
 
@@ -27,6 +31,7 @@ constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
 constexpr int kMaxD = 128;
 constexpr int kDefaultWarps = 8; // 128 row-heads per block: each staged key block serves twice the rows of 4
 constexpr long kFoldHerePairs = 256; // (tile, kv head) pairs from which one block takes all of a tile's spans
+constexpr int kWgWarps = -8;         // `warps` of the wgmma form: 8 warps as 2 warpgroups (attn_wgmma.cuh)
 
 // Fold::add (attn_common.cuh) on the lane's elements of one row: m, l updated; returns the scale for its o.
 __device__ __forceinline__ FoldScale fold_ml(float &m, float &l, float m2, float l2) {
@@ -172,26 +177,46 @@ template <int DMAX, int NT> struct StageAsyncF16 {
     }
 };
 
-template <int DMAX, bool F16, int NW> struct TileStage { using type = StageRegs<DMAX, NW * 32, NW == 8>; };
-template <int DMAX, int NW> struct TileStage<DMAX, true, NW> { using type = StageAsyncF16<DMAX, NW * 32>; };
+template <int DMAX, bool F16, int NW, bool WG> struct TileStage {
+    using type = StageRegs<DMAX, NW * 32, NW == 8>;
+};
+template <int DMAX, int NW> struct TileStage<DMAX, true, NW, false> {
+    using type = StageAsyncF16<DMAX, NW * 32>;
+};
+template <int DMAX, int NW> struct TileStage<DMAX, true, NW, true> {
+    using type = StageWgF16<DMAX, NW * 32>;
+};
 
 // u32 words of the K/V staging for d head dims.
 __host__ __device__ constexpr size_t stage_words(int d, bool f16) {
     return f16 ? (size_t)2 * 2 * KB * (size_t)(d / 2 + 4) : (size_t)attn_kv_words(d);
 }
 
-// Shared memory (u32 words): Q [16·nw][QS] as a hi and (fp32 mode) a lo plane, then the K/V staging.
-__host__ __device__ constexpr size_t tile_smem_words(int d, int nw, bool f16) {
-    return (size_t)(f16 ? 1 : 2) * (size_t)(16 * nw) * (size_t)(d / 2 + 4) + stage_words(d, f16);
+// Shared memory (u32 words): Q [16·nw][QS] as a hi and (fp32 mode) a lo plane, then the K/V staging (wg: two
+// stages of K and V in AttnWgLayout's order).
+__host__ __device__ constexpr size_t tile_smem_words(int d, int nw, bool f16, bool wg = false) {
+    return (size_t)(f16 ? 1 : 2) * (size_t)(16 * nw) * (size_t)(d / 2 + 4) +
+           (wg ? (size_t)2 * 2 * WEFT_CU_ATTN_KB * (size_t)d / 2 : stage_words(d, f16));
 }
 
-template <int DMAX, bool F16, int NW>
-__global__ void __launch_bounds__(NW * 32, NW == 4 ? (F16 ? 4 : 3) : (F16 ? 2 : 1))
+// WG (f16, d = DMAX = 128, sm_90a): the key-block step on wgmma (attn_wgmma.cuh), each warpgroup of the
+// block computing its 64 row-heads together; the rest of the kernel is the same.
+template <int DMAX, bool F16, int NW, bool WG = false>
+__global__ void __launch_bounds__(NW * 32, WG        ? 1
+                                           : NW == 4 ? (F16 ? 4 : 3)
+                                                     : (F16 ? 2 : 1))
     attn_tile_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows,
                      const weft_cu_tile *__restrict__ tiles, int Hq, int Hkv, int d, int layer, float scale,
                      float *scratch, int max_spans, int span_group) {
+    static_assert(!WG || (F16 && DMAX == 128 && NW % 4 == 0), "the wgmma form: f16, d = 128, warpgroups");
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) {
+        __trap(); // launched only after the host checked for compute capability 9.0 and an sm_90a build
+        return;
+    }
+#endif
     constexpr int NT = NW * 32, RH = 16 * NW;
-    using Stage = typename TileStage<DMAX, F16, NW>::type;
+    using Stage = typename TileStage<DMAX, F16, NW, WG>::type;
     extern __shared__ __align__(16) uint32_t smw[];
     weft_pdl_enter();
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, j = blockIdx.y;
@@ -210,7 +235,9 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? (F16 ? 4 : 3) : (F16 ? 2 : 
     const KvElem<F16> *Kc = kv_rows<F16>(row0, layer, 0, kvd) + (size_t)j * d,
                       *Vc = kv_rows<F16>(row0, layer, 1, kvd) + (size_t)j * d;
     Stage st;
-    if constexpr (F16) {
+    if constexpr (WG) {
+        st = Stage{Kc, Vc, smem_addr(kvs), kvd, P, kb0};
+    } else if constexpr (F16) {
         st = Stage{Kc, Vc, kvs, kvd, P, d, QS, kb0};
     } else {
         st.K = Kc;
@@ -242,6 +269,15 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? (F16 ? 4 : 3) : (F16 ? 2 : 
     const bool fold_here = gridDim.z == 1;
     float mt[2], lt[2];
     const AttnQ aq{qh + warp * 16 * QS, ql + warp * 16 * QS, QS};
+    // WG: the warp's Q fragments, loaded once (after the first barrier), and the last position of its
+    // warpgroup's rows (a warpgroup skips a key block only together: wgmma is warpgroup-wide)
+    uint32_t qa[DMAX / 16][4];
+    (void)qa; // (read only by the wgmma form)
+    int wg_last = -1;
+    if constexpr (WG) {
+        for (int rr = (warp / 4) * 64 / G; rr <= ((warp / 4) * 64 + 63) / G && rr < nr; rr++)
+            wg_last = max(wg_last, rows[r0 + rr].pos);
+    }
 
     for (int kb = kb0; kb < kb1; kb++) {
         const int t0 = kb * KB, span = kb / SPAN, span_last = min(span * SPAN + SPAN, nblk) - 1;
@@ -249,9 +285,19 @@ __global__ void __launch_bounds__(NW * 32, NW == 4 ? (F16 ? 4 : 3) : (F16 ? 2 : 
         if (kb % SPAN == 0) sf.reset(); // a span's partials start empty
         sf.live[0] = pos[0] >= t0;
         sf.live[1] = pos[1] >= t0;
-        if (!__any_sync(0xffffffffu, sf.live[0] || sf.live[1])) continue; // the warp's rows end before kb
-        attn_block<DMAX, decltype(st.src(aq, kb)), SpanFold<DMAX>, false, F16>(st.src(aq, kb), pos, t0, d,
-                                                                               scale, sf);
+        if constexpr (WG) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+            if (kb == kb0)
+#pragma unroll
+                for (int ks = 0; ks < DMAX / 16; ks++) aq.q1(ks, qa[ks]);
+            if (wg_last < t0) continue; // the warpgroup's rows end before kb
+            attn_block_wg<DMAX>(qa, st.k_stage(kb), st.v_stage(kb), pos, t0, scale, sf);
+#endif
+        } else {
+            if (!__any_sync(0xffffffffu, sf.live[0] || sf.live[1])) continue; // the warp's rows end before kb
+            attn_block<DMAX, decltype(st.src(aq, kb)), SpanFold<DMAX>, false, F16>(st.src(aq, kb), pos, t0, d,
+                                                                                   scale, sf);
+        }
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             if (!sf.live[r] || (kb != pos[r] / KB && kb != span_last)) continue; // not the row's last block
@@ -308,19 +354,33 @@ struct TileArgs {
     int max_spans, span_group;
 };
 
-template <int DMAX, bool F16, int NW>
+template <int DMAX, bool F16, int NW, bool WG = false>
 cudaError_t launch_tiles_f(dim3 grid, const TileArgs &a, cudaStream_t s) {
-    const size_t smem = 4 * tile_smem_words(a.d, NW, F16);
+    const size_t smem = 4 * tile_smem_words(a.d, NW, F16, WG);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX, F16, NW>,
+        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX, F16, NW, WG>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    return weft_pdl_launch(attn_tile_kernel<DMAX, F16, NW>, grid, dim3(NW * 32), smem, s, a.q, a.out, a.rows,
-                           a.tiles, a.Hq, a.Hkv, a.d, a.layer, a.scale, a.scratch, a.max_spans, a.span_group);
+    return weft_pdl_launch(attn_tile_kernel<DMAX, F16, NW, WG>, grid, dim3(NW * 32), smem, s, a.q, a.out,
+                           a.rows, a.tiles, a.Hq, a.Hkv, a.d, a.layer, a.scale, a.scratch, a.max_spans,
+                           a.span_group);
+}
+
+// Whether the wgmma form runs here: f16, d = 128, an sm_90a build on a compute capability 9.0 device.
+bool tiles_wg_ok(bool f16, int d) {
+#ifdef WEFT_CUDA_SM90A
+    return f16 && d == 128 && weft_wgmma_on();
+#else
+    (void)f16, (void)d;
+    return false;
+#endif
 }
 
 template <int DMAX> cudaError_t launch_tiles(bool f16, int nw, dim3 grid, const TileArgs &a, cudaStream_t s) {
+    if constexpr (DMAX == 128) {
+        if (nw == kWgWarps) return launch_tiles_f<128, true, 8, true>(grid, a, s);
+    }
     if (nw == 4)
         return f16 ? launch_tiles_f<DMAX, true, 4>(grid, a, s) : launch_tiles_f<DMAX, false, 4>(grid, a, s);
     return f16 ? launch_tiles_f<DMAX, true, 8>(grid, a, s) : launch_tiles_f<DMAX, false, 8>(grid, a, s);
@@ -346,9 +406,10 @@ extern "C" cudaError_t weft_cu_attention_tiles_shaped(const float *q, float *out
                                                       float scale, float *scratch, int max_context, int f16,
                                                       int warps, int span_group, cudaStream_t stream) {
     if (n_tiles <= 0) return cudaSuccess;
-    if (!weft_cu_attention_tiles_ok(Hq, Hkv, d) || max_pos >= max_context || (warps != 4 && warps != 8) ||
-        span_group < 0)
+    if (!weft_cu_attention_tiles_ok(Hq, Hkv, d) || max_pos >= max_context ||
+        (warps != 4 && warps != 8 && warps != kWgWarps) || span_group < 0)
         return cudaErrorInvalidValue;
+    if (warps == kWgWarps && !tiles_wg_ok(f16 != 0, d)) return cudaErrorNotSupported;
     const int spans = max_pos / (SPAN * KB) + 1, max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
     if (span_group == 0) {
         // Every span in one block (no partials through scratch, no combine) when the (tile, kv head) pairs

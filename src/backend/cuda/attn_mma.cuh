@@ -47,6 +47,54 @@ struct AttnBlock {
     float m[2], l[2];
 };
 
+// The middle of a key block's step on the scaled scores p (element i of n-tile nt: row g + 8·(i / 2), key t0
+// + 8nt + 2t + i % 2; the accumulator layout of mma.sync's n-tiles and of a wgmma's n8 blocks alike): keys
+// past pos[r] masked, the rows' m_b and l_b, p = 2^(s − m_b) in place, and P as A fragments split as
+// attn_split (k step kk: keys 16kk .. = n-tiles 2kk (a0, a1) and 2kk + 1 (a2, a3)). attn_block and the wgmma
+// form (attn_wgmma.cuh) both call it, so both give these bits.
+template <bool F16>
+__device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int pos[2], int t0,
+                                                  uint32_t (&ph)[2][4], uint32_t (&pl)[2][4]) {
+    const int t = threadIdx.x & 3;
+    AttnBlock blk;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int i = 2 * r + c;
+                const bool valid = t0 + 8 * nt + 2 * t + c <= pos[r];
+                p[nt][i] = valid ? p[nt][i] : -INFINITY;
+                mx = fmaxf(mx, p[nt][i]);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        float l = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const int i = 2 * r + c;
+                p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : exp2f(__fsub_rn(p[nt][i], mx));
+                l = __fadd_rn(l, p[nt][i]);
+            }
+        l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+        l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
+        blk.m[r] = mx;
+        blk.l[r] = l;
+    }
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        attn_split<F16>(p[2 * kk][0], p[2 * kk][1], ph[kk][0], pl[kk][0]);
+        attn_split<F16>(p[2 * kk][2], p[2 * kk][3], ph[kk][1], pl[kk][1]);
+        attn_split<F16>(p[2 * kk + 1][0], p[2 * kk + 1][1], ph[kk][2], pl[kk][2]);
+        attn_split<F16>(p[2 * kk + 1][2], p[2 * kk + 1][3], ph[kk][3], pl[kk][3]);
+    }
+    return blk;
+}
+
 // The block step. src supplies the operand fragments as hi/lo words (see SmemSrc / the decode kernel; F16:
 // the hi words alone, from src.q1, src.k2h, src.v2h):
 //   src.q(ks, qh[4], ql[4])    A of Q for head dims 16ks .. 16ks+15 (a0..a3 of m16n8k16);
@@ -148,46 +196,9 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
 #pragma unroll
             for (int i = 0; i < 4; i++) p[nt][i] = sx[(g + 8 * (i / 2)) * 32 + 8 * nt + 2 * t + i % 2];
     }
-    // masks, block max and sum per row
-    AttnBlock blk;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const int i = 2 * r + c;
-                const bool valid = t0 + 8 * nt + 2 * t + c <= pos[r];
-                p[nt][i] = valid ? p[nt][i] : -INFINITY;
-                mx = fmaxf(mx, p[nt][i]);
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float l = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const int i = 2 * r + c;
-                p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : exp2f(__fsub_rn(p[nt][i], mx));
-                l = __fadd_rn(l, p[nt][i]);
-            }
-        l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
-        l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
-        blk.m[r] = mx;
-        blk.l[r] = l;
-    }
-    out.begin(blk);
-    // P as A fragments: k step kk (keys 16kk ..) = n-tiles 2kk (a0, a1) and 2kk + 1 (a2, a3)
     uint32_t ph[2][4], pl[2][4];
-#pragma unroll
-    for (int kk = 0; kk < 2; kk++) {
-        attn_split<F16>(p[2 * kk][0], p[2 * kk][1], ph[kk][0], pl[kk][0]);
-        attn_split<F16>(p[2 * kk][2], p[2 * kk][3], ph[kk][1], pl[kk][1]);
-        attn_split<F16>(p[2 * kk + 1][0], p[2 * kk + 1][1], ph[kk][2], pl[kk][2]);
-        attn_split<F16>(p[2 * kk + 1][2], p[2 * kk + 1][3], ph[kk][3], pl[kk][3]);
-    }
+    const AttnBlock blk = attn_softmax<F16>(p, pos, t0, ph, pl);
+    out.begin(blk);
 #pragma unroll
     for (int nt = 0; nt < DMAX / 8; nt++) {
         if (nt * 8 >= d) break;

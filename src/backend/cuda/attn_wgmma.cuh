@@ -1,0 +1,141 @@
+// The f16 attention's key-block step on wgmma (sm_90a): the prefill tiles' form of attn_block<…, F16 = true>
+// (attn_mma.cuh) for head dim D = 128, a warpgroup of 4 warps computing its 64 row-heads together.
+//
+// The same arithmetic, so the same bits (bench_cuda_attention checks the tiles against the per-row kernel):
+// one wgmma m64nNk16 step with A in registers computes, per warp (rows 16w .. 16w + 15) and per n8 column
+// block, exactly what mma.sync m16n8k16 computes from the same fragment registers and accumulators
+// (bench/cuda/wgmma_probe.cu; gemm_q4w.cu relies on it too), and every chain below starts from accumulators
+// set to +0.0 with scale-d = 1 — what attn_block's chains start from (sb = +0.0, q4_mma0's +0.0 addend):
+//   scores: 8 steps m64n32k16 (head dims 16ks .. in order), A = the warp's Q fragments (attn_block's src.q1,
+//           loaded once per kernel), B = the key block's K rows (K-major: core matrices of 8 keys x 8 dims);
+//   then attn_softmax on s·(scale·log2 e) — attn_block's code;
+//   o_b: 2 steps m64n128k16 (keys 16kk .., kk = 0, 1), A = P's fragments, B = the key block's V rows
+//        (MN-major: core matrices of 8 keys x 8 dims, the rows as the cache holds them).
+// The accumulators of n8 block b are mma.sync's C fragment of n-tile b, so out.begin / out.tile see exactly
+// what attn_block hands them.
+#ifndef WEFT_ATTN_WGMMA_CUH
+#define WEFT_ATTN_WGMMA_CUH
+
+#include "attn_mma.cuh"
+#include "cp_async.cuh"
+#include "wgmma.cuh"
+
+// Bytes of one key block's K (or V) in the wgmma order, and the offsets of key `key`, head dims 8c .. 8c + 7
+// (16 bytes of the cache row) in it:
+//   K: [k step c / 2][key block of 8: key / 8][k half c % 2][key % 8][16 B] — per k step (1,024 B) the B of
+//      m64n32k16 with lbo = 128 (k halves), sbo = 256 (8-key column blocks);
+//   V: [key step key / 16][dim block c][key half (key / 8) % 2][key % 8][16 B] — per key step (D·32 B) the
+//      MN-major B of m64n128k16 with lbo = 128 (key halves), sbo = 256 (8-dim column blocks).
+template <int D> struct AttnWgLayout {
+    static constexpr int KB = WEFT_CU_ATTN_KB;
+    static_assert(KB == 32 && D % 16 == 0, "two key steps of 16 per block; whole k steps of head dims");
+    static constexpr uint32_t BYTES = KB * D * 2, K_STEP = KB / 8 * 256, V_STEP = D / 8 * 256;
+    __device__ __forceinline__ static uint32_t k_off(int key, int c) {
+        return (uint32_t)((c >> 1) * K_STEP + (key >> 3) * 256 + (c & 1) * 128 + (key & 7) * 16);
+    }
+    __device__ __forceinline__ static uint32_t v_off(int key, int c) {
+        return (uint32_t)((key >> 4) * V_STEP + c * 256 + ((key >> 3) & 1) * 128 + (key & 7) * 16);
+    }
+};
+
+// The f16 cache rows of key blocks copied (cp.async, two stages, block kb + 1's copies in flight while kb is
+// computed) into AttnWgLayout's order by the block's NT threads; keys past `last` as zeros.
+template <int D, int NT> struct StageWgF16 {
+    using L = AttnWgLayout<D>;
+    static constexpr int KB = WEFT_CU_ATTN_KB, kPlanes = 1;
+    const uint16_t *K, *V;
+    uint32_t buf; // shared address: [2 stages][K, V][L::BYTES]
+    int kvd, last, kb0;
+    __device__ __forceinline__ void start(int kb) { copy(kb); }
+    __device__ __forceinline__ void ready(int kb, int kb1) {
+        cp_wait<0>();
+        // this thread's copies landed; make them visible to wgmma's reads (the async proxy), then every
+        // thread's: block kb is staged and block kb − 1 consumed (each warpgroup waited for its wgmma)
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        if (kb + 1 < kb1) copy(kb + 1);
+    }
+    __device__ __forceinline__ uint32_t k_stage(int kb) const {
+        return buf + ((kb - kb0) & 1) * 2 * L::BYTES;
+    }
+    __device__ __forceinline__ uint32_t v_stage(int kb) const { return k_stage(kb) + L::BYTES; }
+
+  private:
+    __device__ __forceinline__ void copy(int kb) {
+        constexpr int D8 = D / 8, U = (KB * D8 + NT - 1) / NT;
+        const int t0 = kb * KB;
+        const uint32_t ks = k_stage(kb), vs = v_stage(kb);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = threadIdx.x + u * NT, key = i / D8, c = i % D8;
+            if (i >= KB * D8) break;
+            const bool ok = t0 + key <= last;
+            const size_t off = (size_t)(ok ? t0 + key : 0) * kvd + 8 * c; // not read when !ok
+            cp_async16_s(ks + L::k_off(key, c), K + off, ok);
+            cp_async16_s(vs + L::v_off(key, c), V + off, ok);
+        }
+        cp_commit();
+    }
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The key block t0 .. t0 + 31 for the warpgroup's 64 row-heads: qa[ks] the warp's Q fragments (AttnQ::q1 of
+// k step ks), k_stage / v_stage the block's K and V (AttnWgLayout), pos[r] as attn_block's. Calls
+// out.begin(blk), then out.tile(nt, o) for the 16 n-tiles of o_b — attn_block's contract. Every thread of the
+// warpgroup calls it (wgmma is warpgroup-wide); rows without a visible key come out as attn_block's.
+template <int D, class Out>
+__device__ __forceinline__ void attn_block_wg(const uint32_t (&qa)[D / 16][4], uint32_t k_stage,
+                                              uint32_t v_stage, const int pos[2], int t0, float scale,
+                                              Out &out) {
+    using L = AttnWgLayout<D>;
+    static_assert(D == 128, "o_b is one m64n128k16 accumulator set");
+    const float sl2 = __fmul_rn(scale, 1.44269504088896341f); // scale·log2 e (attn_block's)
+    float s[16];
+#pragma unroll
+    for (int e = 0; e < 16; e++) s[e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 16; e++) wgmma_pin(s[e]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++)
+        wgmma_m64n32k16_f16(s, qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3],
+                            wgmma_desc_at(k_stage + ks * L::K_STEP, 128, 256));
+    wgmma_commit_wait0();
+    float p[4][4];
+#pragma unroll
+    for (int e = 0; e < 16; e++) {
+        wgmma_pin(s[e]);
+        p[e / 4][e % 4] = __fmul_rn(s[e], sl2);
+    }
+    uint32_t ph[2][4], pl[2][4];
+    const AttnBlock blk = attn_softmax<true>(p, pos, t0, ph, pl);
+    out.begin(blk);
+    float o[64];
+#pragma unroll
+    for (int e = 0; e < 64; e++) o[e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 64; e++) wgmma_pin(o[e]);
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) wgmma_pin(ph[kk][e]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++)
+        wgmma_m64n128k16<true, true>(o, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3],
+                                     wgmma_desc_at(v_stage + kk * L::V_STEP, 128, 256), 1);
+    wgmma_commit_wait0();
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++) {
+        float r[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            wgmma_pin(o[4 * nt + i]);
+            r[i] = o[4 * nt + i];
+        }
+        out.tile(nt, r);
+    }
+}
+#endif
+
+#endif
