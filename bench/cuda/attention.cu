@@ -147,12 +147,12 @@ void time_decode(const Case &c, int ctx, int n_rows, int f16 = 0) {
 
 // The launch shapes the tile kernel is checked and timed in: {warps, span_group} (0: the default group; 1 <<
 // 20: all spans). warps -8: the wgmma form (f16, d = 128, sm_90a), which must run where it applies.
-const int kShapes[][2] = {{8, 0},       {4, 1},  {8, 1},  {4, 3},  {8, 2},       {8, 1 << 20},
-                          {4, 1 << 20}, {-8, 0}, {-8, 1}, {-8, 3}, {-8, 1 << 20}};
+const int kShapes[][2] = {{8, 0},  {4, 1},  {8, 1},  {4, 3},        {8, 2},  {8, 1 << 20}, {4, 1 << 20},
+                          {-8, 0}, {-8, 1}, {-8, 3}, {-8, 1 << 20}, {-7, 0}, {-7, 1 << 20}};
 int g_wg_ran = 0; // tile checks of the wgmma form that ran (main requires some where the device has sm_90a)
 // The tile rows of a shape.
 int shape_rows(const Case &c, int warps) {
-    return 16 * (warps < 0 ? -warps : warps) / (c.Hq / c.Hkv);
+    return 16 * (warps < 0 ? 8 : warps) / (c.Hq / c.Hkv);
 }
 // Whether the shape applies to the case (the wgmma form: f16, d = 128).
 bool shape_applies(const Case &c, int warps, int f16) {

@@ -31,7 +31,8 @@ constexpr int KB = WEFT_CU_ATTN_KB, SPAN = WEFT_CU_ATTN_SPAN;
 constexpr int kMaxD = 128;
 constexpr int kDefaultWarps = 8; // 128 row-heads per block: each staged key block serves twice the rows of 4
 constexpr long kFoldHerePairs = 256; // (tile, kv head) pairs from which one block takes all of a tile's spans
-constexpr int kWgWarps = -8;         // `warps` of the wgmma form: 8 warps as 2 warpgroups (attn_wgmma.cuh)
+constexpr int kWgWarps = -8;  // `warps` of the wgmma form: 8 warps as 2 warpgroups (attn_wgmma.cuh), and of
+constexpr int kWgWarps2 = -7; // the same with P·V's quarters in two alternating accumulator sets (timing)
 
 // Fold::add (attn_common.cuh) on the lane's elements of one row: m, l updated; returns the scale for its o.
 __device__ __forceinline__ FoldScale fold_ml(float &m, float &l, float m2, float l2) {
@@ -70,8 +71,8 @@ template <int DMAX> struct SpanFold {
 };
 
 // Q's RH row-heads (row_of(rh): d fp32 values, or nullptr for a padded row of zeros) staged as planes by the
-// block's NT threads, every load issued before the first store.
-template <int DMAX, int NT, int RH, bool F16, class RowOf>
+// block's NT threads, every load issued before the first store (WG: in AttnWgLayout::q_off's order).
+template <int DMAX, int NT, int RH, bool F16, bool WG, class RowOf>
 __device__ __forceinline__ void tile_stage_q(uint32_t *qh, uint32_t *ql, int qs, int d, RowOf row_of) {
     constexpr int U = (RH * (DMAX / 8) + NT - 1) / NT;
     const int d8 = d / 8;
@@ -89,7 +90,10 @@ __device__ __forceinline__ void tile_stage_q(uint32_t *qh, uint32_t *ql, int qs,
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int i = threadIdx.x + u * NT;
-        if (i < RH * d8) attn_stage8<F16>(qh, ql, (i / d8) * qs + 4 * (i % d8), a[u], b[u]);
+        if (i >= RH * d8) continue;
+        const int w = WG ? (int)(AttnWgLayout<DMAX>::template q_off<RH>(i / d8, i % d8) / 4)
+                         : (i / d8) * qs + 4 * (i % d8); // (WG: the wgmma order, the hi plane only)
+        attn_stage8<F16>(qh, ql, w, a[u], b[u]);
     }
 }
 
@@ -195,14 +199,14 @@ __host__ __device__ constexpr size_t stage_words(int d, bool f16) {
 // Shared memory (u32 words): Q [16·nw][QS] as a hi and (fp32 mode) a lo plane, then the K/V staging (wg: two
 // stages of K and V in AttnWgLayout's order).
 __host__ __device__ constexpr size_t tile_smem_words(int d, int nw, bool f16, bool wg = false) {
-    return (size_t)(f16 ? 1 : 2) * (size_t)(16 * nw) * (size_t)(d / 2 + 4) +
+    return (size_t)(f16 ? 1 : 2) * (size_t)(16 * nw) * (size_t)(wg ? d / 2 : d / 2 + 4) +
            (wg ? (size_t)2 * 2 * WEFT_CU_ATTN_KB * (size_t)d / 2 : stage_words(d, f16));
 }
 
 // WG (f16, d = DMAX = 128, sm_90a): the key-block step on wgmma (attn_wgmma.cuh), each warpgroup of the
 // block computing its 64 row-heads together; the rest of the kernel is the same.
-template <int DMAX, bool F16, int NW, bool WG = false>
-__global__ void __launch_bounds__(NW * 32, WG        ? 1
+template <int DMAX, bool F16, int NW, bool WG = false, bool WG2 = false>
+__global__ void __launch_bounds__(NW * 32, WG        ? 2
                                            : NW == 4 ? (F16 ? 4 : 3)
                                                      : (F16 ? 2 : 1))
     attn_tile_kernel(const float *__restrict__ Q, float *Out, const weft_cu_row *__restrict__ rows,
@@ -231,7 +235,8 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 1
               kb1 = min(kb0 + span_group * SPAN, nblk);
     if (kb0 >= kb1) return; // the tile's keys end before this group of spans
     // Q planes (F16: the hi plane alone; ql aliases it and is never read), then the K/V staging
-    uint32_t *qh = smw, *ql = qh + (Stage::kPlanes - 1) * RH * QS, *kvs = ql + RH * QS;
+    const int QP = WG ? d / 2 : QS; // words per Q row in the planes (WG: unpadded, the wgmma order)
+    uint32_t *qh = smw, *ql = qh + (Stage::kPlanes - 1) * RH * QP, *kvs = ql + RH * QP;
     const KvElem<F16> *Kc = kv_rows<F16>(row0, layer, 0, kvd) + (size_t)j * d,
                       *Vc = kv_rows<F16>(row0, layer, 1, kvd) + (size_t)j * d;
     Stage st;
@@ -252,7 +257,7 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 1
         st.qs = QS;
     }
     st.start(kb0); // in flight while Q is staged
-    tile_stage_q<DMAX, NT, RH, F16>(qh, ql, QS, d, [&](int rh) -> const float * {
+    tile_stage_q<DMAX, NT, RH, F16, WG>(qh, ql, QS, d, [&](int rh) -> const float * {
         const int rr = rh / G;
         return rr < nr ? Q + ((size_t)(r0 + rr) * Hq + (size_t)j * G + rh % G) * d : nullptr;
     });
@@ -269,10 +274,10 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 1
     const bool fold_here = gridDim.z == 1;
     float mt[2], lt[2];
     const AttnQ aq{qh + warp * 16 * QS, ql + warp * 16 * QS, QS};
-    // WG: the warp's Q fragments, loaded once (after the first barrier), and the last position of its
-    // warpgroup's rows (a warpgroup skips a key block only together: wgmma is warpgroup-wide)
-    uint32_t qa[DMAX / 16][4];
-    (void)qa; // (read only by the wgmma form)
+    // WG: the warpgroup's Q (A of its score steps) and the last position of its rows (a warpgroup skips a
+    // key block only together: wgmma is warpgroup-wide)
+    const uint32_t q_wg = smem_addr(qh) + (uint32_t)(warp / 4) * (64 / 8 * 256);
+    (void)q_wg;
     int wg_last = -1;
     if constexpr (WG) {
         for (int rr = (warp / 4) * 64 / G; rr <= ((warp / 4) * 64 + 63) / G && rr < nr; rr++)
@@ -287,11 +292,8 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 1
         sf.live[1] = pos[1] >= t0;
         if constexpr (WG) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-            if (kb == kb0)
-#pragma unroll
-                for (int ks = 0; ks < DMAX / 16; ks++) aq.q1(ks, qa[ks]);
             if (wg_last < t0) continue; // the warpgroup's rows end before kb
-            attn_block_wg<DMAX>(qa, st.k_stage(kb), st.v_stage(kb), pos, t0, scale, sf);
+            attn_block_wg<DMAX, RH, !WG2>(q_wg, st.k_stage(kb), st.v_stage(kb), pos, t0, scale, sf);
 #endif
         } else {
             if (!__any_sync(0xffffffffu, sf.live[0] || sf.live[1])) continue; // the warp's rows end before kb
@@ -354,15 +356,15 @@ struct TileArgs {
     int max_spans, span_group;
 };
 
-template <int DMAX, bool F16, int NW, bool WG = false>
+template <int DMAX, bool F16, int NW, bool WG = false, bool WG2 = false>
 cudaError_t launch_tiles_f(dim3 grid, const TileArgs &a, cudaStream_t s) {
     const size_t smem = 4 * tile_smem_words(a.d, NW, F16, WG);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX, F16, NW, WG>,
+        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX, F16, NW, WG, WG2>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    return weft_pdl_launch(attn_tile_kernel<DMAX, F16, NW, WG>, grid, dim3(NW * 32), smem, s, a.q, a.out,
+    return weft_pdl_launch(attn_tile_kernel<DMAX, F16, NW, WG, WG2>, grid, dim3(NW * 32), smem, s, a.q, a.out,
                            a.rows, a.tiles, a.Hq, a.Hkv, a.d, a.layer, a.scale, a.scratch, a.max_spans,
                            a.span_group);
 }
@@ -380,6 +382,7 @@ bool tiles_wg_ok(bool f16, int d) {
 template <int DMAX> cudaError_t launch_tiles(bool f16, int nw, dim3 grid, const TileArgs &a, cudaStream_t s) {
     if constexpr (DMAX == 128) {
         if (nw == kWgWarps) return launch_tiles_f<128, true, 8, true>(grid, a, s);
+        if (nw == kWgWarps2) return launch_tiles_f<128, true, 8, true, true>(grid, a, s);
     }
     if (nw == 4)
         return f16 ? launch_tiles_f<DMAX, true, 4>(grid, a, s) : launch_tiles_f<DMAX, false, 4>(grid, a, s);
@@ -407,9 +410,9 @@ extern "C" cudaError_t weft_cu_attention_tiles_shaped(const float *q, float *out
                                                       int warps, int span_group, cudaStream_t stream) {
     if (n_tiles <= 0) return cudaSuccess;
     if (!weft_cu_attention_tiles_ok(Hq, Hkv, d) || max_pos >= max_context ||
-        (warps != 4 && warps != 8 && warps != kWgWarps) || span_group < 0)
+        (warps != 4 && warps != 8 && warps != kWgWarps && warps != kWgWarps2) || span_group < 0)
         return cudaErrorInvalidValue;
-    if (warps == kWgWarps && !tiles_wg_ok(f16 != 0, d)) return cudaErrorNotSupported;
+    if (warps < 0 && !tiles_wg_ok(f16 != 0, d)) return cudaErrorNotSupported;
     const int spans = max_pos / (SPAN * KB) + 1, max_spans = (max_context + SPAN * KB - 1) / (SPAN * KB);
     if (span_group == 0) {
         // Every span in one block (no partials through scratch, no combine) when the (tile, kv head) pairs

@@ -1,16 +1,19 @@
 // The f16 attention's key-block step on wgmma (sm_90a): the prefill tiles' form of attn_block<…, F16 = true>
-// (attn_mma.cuh) for head dim D = 128, a warpgroup of 4 warps computing its 64 row-heads together.
+// (attn_mma.cuh) for head dim D = 128, a warpgroup of 4 warps computing its 64 row-heads together, Q, K and V
+// read by wgmma from shared memory.
 //
 // The same arithmetic, so the same bits (bench_cuda_attention checks the tiles against the per-row kernel):
 // one wgmma m64nNk16 step with A in registers computes, per warp (rows 16w .. 16w + 15) and per n8 column
 // block, exactly what mma.sync m16n8k16 computes from the same fragment registers and accumulators
 // (bench/cuda/wgmma_probe.cu; gemm_q4w.cu relies on it too), and every chain below starts from accumulators
 // set to +0.0 with scale-d = 1 — what attn_block's chains start from (sb = +0.0, q4_mma0's +0.0 addend):
-//   scores: 8 steps m64n32k16 (head dims 16ks .. in order), A = the warp's Q fragments (attn_block's src.q1,
-//           loaded once per kernel), B = the key block's K rows (K-major: core matrices of 8 keys x 8 dims);
+//   scores: 8 steps m64n32k16 (head dims 16ks .. in order), A = the warpgroup's Q rows (K-major: core
+//           matrices of 8 row-heads x 8 dims; the elements of attn_block's src.q1 fragments), B = the key
+//           block's K rows (K-major: core matrices of 8 keys x 8 dims);
 //   then attn_softmax on s·(scale·log2 e) — attn_block's code;
-//   o_b: 2 steps m64n128k16 (keys 16kk .., kk = 0, 1), A = P's fragments, B = the key block's V rows
-//        (MN-major: core matrices of 8 keys x 8 dims, the rows as the cache holds them).
+//   o_b: per quarter of 32 dims, 2 steps m64n32k16 (keys 16kk .., kk = 0, 1), A = P's fragments, B = the
+//        key block's V rows (MN-major: core matrices of 8 keys x 8 dims, the rows as the cache holds them);
+//        each n8 column block is its own sums, so quarters give the bits of one m64n128k16.
 // The accumulators of n8 block b are mma.sync's C fragment of n-tile b, so out.begin / out.tile see exactly
 // what attn_block hands them.
 #ifndef WEFT_ATTN_WGMMA_CUH
@@ -35,6 +38,12 @@ template <int D> struct AttnWgLayout {
     }
     __device__ __forceinline__ static uint32_t v_off(int key, int c) {
         return (uint32_t)((key >> 4) * V_STEP + c * 256 + ((key >> 3) & 1) * 128 + (key & 7) * 16);
+    }
+    // Q of RH row-heads: [k step c / 2][8 row-heads rh / 8][k half c % 2][rh % 8][16 B] — per k step (RH·32
+    // B) the A of every warpgroup (rows 64w .. at 2,048·w bytes) with lbo = 128, sbo = 256.
+    template <int RH> __host__ __device__ static constexpr uint32_t q_step() { return RH / 8 * 256; }
+    template <int RH> __device__ __forceinline__ static uint32_t q_off(int rh, int c) {
+        return (uint32_t)((c >> 1) * q_step<RH>() + (rh >> 3) * 256 + (c & 1) * 128 + (rh & 7) * 16);
     }
 };
 
@@ -79,16 +88,18 @@ template <int D, int NT> struct StageWgF16 {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The key block t0 .. t0 + 31 for the warpgroup's 64 row-heads: qa[ks] the warp's Q fragments (AttnQ::q1 of
-// k step ks), k_stage / v_stage the block's K and V (AttnWgLayout), pos[r] as attn_block's. Calls
-// out.begin(blk), then out.tile(nt, o) for the 16 n-tiles of o_b — attn_block's contract. Every thread of the
-// warpgroup calls it (wgmma is warpgroup-wide); rows without a visible key come out as attn_block's.
-template <int D, class Out>
-__device__ __forceinline__ void attn_block_wg(const uint32_t (&qa)[D / 16][4], uint32_t k_stage,
-                                              uint32_t v_stage, const int pos[2], int t0, float scale,
-                                              Out &out) {
+// The key block t0 .. t0 + 31 for the warpgroup's 64 row-heads: q_wg the shared address of the warpgroup's Q
+// (AttnWgLayout::q_off's order, A of the score steps), k_stage / v_stage the block's K and V, pos[r] as
+// attn_block's. Calls out.begin(blk), then out.tile(nt, o) for the 16 n-tiles of o_b in order — attn_block's
+// contract. o_b is computed a quarter (4 n-tiles, 32 dims) at a time in two alternating
+// accumulator sets, each quarter's n-tiles handed out while the next quarter runs: 16 + 16 accumulators
+// instead of 64, so that two blocks of 8 warps fit an SM. Every thread of the warpgroup calls it (wgmma is
+// warpgroup-wide); rows without a visible key come out as attn_block's.
+template <int D, int RH, bool ONE_SET, class Out>
+__device__ __forceinline__ void attn_block_wg(uint32_t q_wg, uint32_t k_stage, uint32_t v_stage,
+                                              const int pos[2], int t0, float scale, Out &out) {
     using L = AttnWgLayout<D>;
-    static_assert(D == 128, "o_b is one m64n128k16 accumulator set");
+    static_assert(D == 128, "four quarters of 32 dims");
     const float sl2 = __fmul_rn(scale, 1.44269504088896341f); // scale·log2 e (attn_block's)
     float s[16];
 #pragma unroll
@@ -98,8 +109,8 @@ __device__ __forceinline__ void attn_block_wg(const uint32_t (&qa)[D / 16][4], u
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ks++)
-        wgmma_m64n32k16_f16(s, qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3],
-                            wgmma_desc_at(k_stage + ks * L::K_STEP, 128, 256));
+        wgmma_m64n32k16_f16_ss(s, wgmma_desc_at(q_wg + ks * L::template q_step<RH>(), 128, 256),
+                               wgmma_desc_at(k_stage + ks * L::K_STEP, 128, 256));
     wgmma_commit_wait0();
     float p[4][4];
 #pragma unroll
@@ -110,30 +121,57 @@ __device__ __forceinline__ void attn_block_wg(const uint32_t (&qa)[D / 16][4], u
     uint32_t ph[2][4], pl[2][4];
     const AttnBlock blk = attn_softmax<true>(p, pos, t0, ph, pl);
     out.begin(blk);
-    float o[64];
+    float o[ONE_SET ? 1 : 2][16]; // quarter qq in set qq % 2
+    auto issue = [&](int qq) {
+        float(&d)[16] = o[ONE_SET ? 0 : qq & 1];
 #pragma unroll
-    for (int e = 0; e < 64; e++) o[e] = 0.0f;
+        for (int e = 0; e < 16; e++) d[e] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < 64; e++) wgmma_pin(o[e]);
+        for (int e = 0; e < 16; e++) wgmma_pin(d[e]);
 #pragma unroll
-    for (int kk = 0; kk < 2; kk++)
+        for (int kk = 0; kk < 2; kk++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) wgmma_pin(ph[kk][e]);
-    wgmma_fence();
+            for (int e = 0; e < 4; e++) wgmma_pin(ph[kk][e]);
+        wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 2; kk++)
-        wgmma_m64n128k16<true, true>(o, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3],
-                                     wgmma_desc_at(v_stage + kk * L::V_STEP, 128, 256), 1);
-    wgmma_commit_wait0();
+        for (int kk = 0; kk < 2; kk++)
+            wgmma_m64n32k16_f16_tb(d, ph[kk][0], ph[kk][1], ph[kk][2], ph[kk][3],
+                                   wgmma_desc_at(v_stage + kk * L::V_STEP + qq * 4 * 256, 128, 256));
+        wgmma_commit();
+    };
+    auto hand_out = [&](int qq) {
+        float(&d)[16] = o[ONE_SET ? 0 : qq & 1];
 #pragma unroll
-    for (int nt = 0; nt < D / 8; nt++) {
-        float r[4];
+        for (int j = 0; j < 4; j++) {
+            float r[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            wgmma_pin(o[4 * nt + i]);
-            r[i] = o[4 * nt + i];
+            for (int i = 0; i < 4; i++) {
+                wgmma_pin(d[4 * j + i]);
+                r[i] = d[4 * j + i];
+            }
+            out.tile(4 * qq + j, r);
         }
-        out.tile(nt, r);
+    };
+    if constexpr (ONE_SET) { // (registers: the quarters one after another)
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) {
+            issue(qq);
+            wgmma_wait<0>();
+            hand_out(qq);
+        }
+    } else {
+        issue(0);
+        issue(1);
+        wgmma_wait<1>();
+        hand_out(0);
+        issue(2);
+        wgmma_wait<1>();
+        hand_out(1);
+        issue(3);
+        wgmma_wait<1>();
+        hand_out(2);
+        wgmma_wait<0>();
+        hand_out(3);
     }
 }
 #endif

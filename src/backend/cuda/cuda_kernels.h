@@ -357,9 +357,9 @@ cudaError_t weft_cu_attention_tiles(const float *q, float *out, const weft_cu_ro
                                     cudaStream_t stream);
 
 /* weft_cu_attention_tiles with the launch shape chosen by the caller (harnesses and tests): warps 4 or 8 per
- * block (tiles of at most 16·warps/(Hq/Hkv) rows), or -8: 8 warps computing each key block on wgmma as two
- * warpgroups (f16, d = 128, sm_90a only: cudaErrorNotSupported elsewhere; not the default: slower so far,
- * bench/NOTES.md session 19),
+ * block (tiles of at most 16·warps/(Hq/Hkv) rows), or -8 / -7: 8 warps computing each key block on wgmma as
+ * two warpgroups (-7: P·V in two alternating accumulator sets; f16, d = 128, sm_90a only:
+ * cudaErrorNotSupported elsewhere; tiles as for 8),
  * span_group spans of keys per block (0: the default from the grid size). Every shape gives the same bits. */
 cudaError_t weft_cu_attention_tiles_shaped(const float *q, float *out, const weft_cu_row *rows, int n,
                                            int max_pos, const weft_cu_tile *tiles, int n_tiles, int Hq,

@@ -184,12 +184,12 @@ static weft_status attn_separate(cu_backend *b, int n, int l, float scale, weft_
           LAUNCH(weft_cu_rope_store(b->q, b->k, b->v, b->d_rows, n, Hq, Hkv, d, l, &b->rope, b->act_f16, st),
                  "rope"));
     if (b->n_tiles > 0) {
-        if (b->twice & WEFT_CU_T_ATTN_WG) /* timing: the wgmma tiles (-8 warps, the default group) */
-            STAGE(WEFT_CU_T_ATTN,
-                  LAUNCH(weft_cu_attention_tiles_shaped(b->q, b->att, b->d_rows, n, b->max_pos, b->d_tiles,
-                                                        b->n_tiles, Hq, Hkv, d, l, scale, b->attn_scratch,
-                                                        b->max_context, b->act_f16, -8, 0, st),
-                         "attention"));
+        if (b->twice & (WEFT_CU_T_ATTN_WG | WEFT_CU_T_ATTN_WG2)) /* timing: the wgmma tiles */
+            STAGE(WEFT_CU_T_ATTN, LAUNCH(weft_cu_attention_tiles_shaped(
+                                             b->q, b->att, b->d_rows, n, b->max_pos, b->d_tiles, b->n_tiles,
+                                             Hq, Hkv, d, l, scale, b->attn_scratch, b->max_context,
+                                             b->act_f16, (b->twice & WEFT_CU_T_ATTN_WG2) ? -7 : -8, 0, st),
+                                         "attention"));
         else
             STAGE(WEFT_CU_T_ATTN,
                   LAUNCH(weft_cu_attention_tiles(b->q, b->att, b->d_rows, n, b->max_pos, b->d_tiles,

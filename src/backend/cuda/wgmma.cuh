@@ -111,6 +111,32 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], uint32_t a0,
         : "memory");
 }
 
+// The same with A from shared memory too (adesc: K-major, as wgmma_desc_at describes; the f16 attention's Q).
+__device__ __forceinline__ void wgmma_m64n32k16_f16_ss(float (&d)[16], uint64_t adesc, uint64_t bdesc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15])
+                 : "l"(adesc), "l"(bdesc), "r"(1)
+                 : "memory");
+}
+
+// d[64 x 32] += A (registers) · B (16 x 32, MN-major as wgmma_m64n128k16<true, true>'s) with f16 inputs: a
+// quarter of the f16 attention's P·V (attn_wgmma.cuh).
+__device__ __forceinline__ void wgmma_m64n32k16_f16_tb(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                       uint32_t a3, uint64_t desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 1;\n}"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
+        : "memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
