@@ -165,19 +165,12 @@ template <int DMAX, int NT> struct StageAsyncF16 {
   private:
     __device__ __forceinline__ uint32_t *stage(int kb) const { return buf + ((kb - kb0) & 1) * 2 * KB * qs; }
     __device__ __forceinline__ void copy(int kb) {
-        constexpr int U = (KB * (DMAX / 8) + NT - 1) / NT;
-        const int d8 = d / 8, t0 = kb * KB;
         uint32_t *ks = stage(kb), *vs = ks + KB * qs;
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int i = threadIdx.x + u * NT, key = i / d8, c = i % d8;
-            if (i >= KB * d8) break;
-            const bool ok = t0 + key <= last;
-            const size_t off = (size_t)(ok ? t0 + key : 0) * kvd + 8 * c; // not read when !ok
-            cp_async16_s(smem_addr(ks + key * qs + 4 * c), K + off, ok);
-            cp_async16_s(smem_addr(vs + key * qs + 4 * c), V + off, ok);
-        }
-        cp_commit();
+        attn_copy_kv_rows<KB, DMAX / 8, NT>(K, V, kvd, kb * KB, last, d / 8,
+                                            [&](int key, int c, uint32_t &kd, uint32_t &vd) {
+                                                kd = smem_addr(ks + key * qs + 4 * c);
+                                                vd = smem_addr(vs + key * qs + 4 * c);
+                                            });
     }
 };
 

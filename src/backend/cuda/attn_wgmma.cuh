@@ -47,6 +47,28 @@ template <int D> struct AttnWgLayout {
     }
 };
 
+// One key block's f16 cache rows (keys t0 .. t0 + KB − 1, D8 chunks of 16 bytes each: 8 head dims) copied by
+// the block's NT threads with cp.async to the shared addresses dst(key, c) of K's and V's chunk (kd, vd);
+// keys past `last` as zeros (the cache is not read there). Both f16 stagings (attention_flash.cu's row
+// order and StageWgF16's wgmma order) copy through it.
+template <int KB, int D8MAX, int NT, class Dst>
+__device__ __forceinline__ void attn_copy_kv_rows(const uint16_t *K, const uint16_t *V, int kvd, int t0,
+                                                  int last, int d8, Dst &&dst) {
+    constexpr int U = (KB * D8MAX + NT - 1) / NT;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int i = threadIdx.x + u * NT, key = i / d8, c = i % d8;
+        if (i >= KB * d8) break;
+        const bool ok = t0 + key <= last;
+        const size_t off = (size_t)(ok ? t0 + key : 0) * kvd + 8 * c; // not read when !ok
+        uint32_t kd, vd;
+        dst(key, c, kd, vd);
+        cp_async16_s(kd, K + off, ok);
+        cp_async16_s(vd, V + off, ok);
+    }
+    cp_commit();
+}
+
 // The f16 cache rows of key blocks copied (cp.async, two stages, block kb + 1's copies in flight while kb is
 // computed) into AttnWgLayout's order by the block's NT threads; keys past `last` as zeros.
 template <int D, int NT> struct StageWgF16 {
@@ -71,19 +93,12 @@ template <int D, int NT> struct StageWgF16 {
 
   private:
     __device__ __forceinline__ void copy(int kb) {
-        constexpr int D8 = D / 8, U = (KB * D8 + NT - 1) / NT;
-        const int t0 = kb * KB;
         const uint32_t ks = k_stage(kb), vs = v_stage(kb);
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int i = threadIdx.x + u * NT, key = i / D8, c = i % D8;
-            if (i >= KB * D8) break;
-            const bool ok = t0 + key <= last;
-            const size_t off = (size_t)(ok ? t0 + key : 0) * kvd + 8 * c; // not read when !ok
-            cp_async16_s(ks + L::k_off(key, c), K + off, ok);
-            cp_async16_s(vs + L::v_off(key, c), V + off, ok);
-        }
-        cp_commit();
+        attn_copy_kv_rows<KB, D / 8, NT>(K, V, kvd, kb * KB, last, D / 8,
+                                         [&](int key, int c, uint32_t &kd, uint32_t &vd) {
+                                             kd = ks + L::k_off(key, c);
+                                             vd = vs + L::v_off(key, c);
+                                         });
     }
 };
 

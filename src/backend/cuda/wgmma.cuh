@@ -97,6 +97,10 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint32_t a0,
                  : "memory");
 }
 
+// The 16 accumulators of an m64n32k16 as asm operands.
+#define WEFT_WGMMA_D16                                                                                       \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 // d[64 x 32] += A · B (16 x 32, K-major) with f16 inputs, 16 accumulators per thread (columns 8b + 2t, +1 of
 // blocks b = 0..3): the f16 attention's scores of a key block (attn_wgmma.cuh).
 __device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -105,8 +109,7 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], uint32_t a0,
         "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
         "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : WEFT_WGMMA_D16
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
         : "memory");
 }
@@ -116,9 +119,7 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16_ss(float (&d)[16], uint64_t 
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
                  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-                   "+f"(d[14]), "+f"(d[15])
+                 : WEFT_WGMMA_D16
                  : "l"(adesc), "l"(bdesc), "r"(1)
                  : "memory");
 }
@@ -131,11 +132,12 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16_tb(float (&d)[16], uint32_t 
         "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
         "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 1;\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : WEFT_WGMMA_D16
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
         : "memory");
 }
+
+#undef WEFT_WGMMA_D16
 
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
