@@ -427,6 +427,12 @@ int main(int argc, char **argv) {
         e.part_floats = weft_cu_gemv_part_floats(N, K);
         CK(cudaMalloc(&dpart, e.part_floats * sizeof(float)));
         e.part = dpart;
+        uint32_t *dxb = nullptr; // f16 past 64 rows: the bulk copies' scratch, as the backend passes it
+        if (wg && xq.f16 && M > 64) {
+            e.xb_words = weft_cu_gemm_q4w_xb_words(K, M);
+            CK(cudaMalloc(&dxb, e.xb_words * sizeof(uint32_t)));
+            e.xb = dxb;
+        }
         auto gemm = [&] {
             return gemv    ? weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0)
                    : split ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)

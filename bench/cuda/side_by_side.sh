@@ -11,7 +11,7 @@
 # matmul / attn / attnd = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz /
 # bench_cuda_attention_decode.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
-# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls); attnncu = those of the prefill attention tiles; attn16ncu = those of the separate decode attention kernels at 16 rows; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
+# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls); attnncu = those of the prefill attention tiles; f16ncu = the f16 prefill kernels at 2,048 rows (bulk-copy GEMM, attention tiles 8 / -8) with stall samples per SASS instruction; attn16ncu = those of the separate decode attention kernels at 16 rows; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -176,6 +176,28 @@ if has attnncu; then # profiler sections of the prefill attention tiles (256 row
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
         --section LaunchStats --section InstructionStats -k regex:attn_tile --launch-skip 2 --launch-count 1 \
         /tmp/w/bench_cuda_attention prefill 8192
+fi
+
+if has f16ncu; then # ncu of the f16 prefill kernels at the model's 2,048-row chunks: the wgmma GEMM with bulk
+    # copies (14336x4096), the attention tiles at 8k (mma.sync form 8, wgmma form -8); sections, then stall
+    # samples per SASS instruction (CSV of ncu's source page) for each
+    unpack bench_cuda_matmul
+    unpack bench_cuda_attention
+    NS="--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy
+        --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
+    NM="regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,regex:sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active,regex:sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active"
+    for part in "f16gemm:gemm_q4w_kernel:3:env WEFT_F16=1 /tmp/w/bench_cuda_matmul wgemm 14336 4096 2048" \
+        "attn8:attn_tile:1:/tmp/w/bench_cuda_attention prefill 8192 1 2048 8" \
+        "attnwg:attn_tile:1:/tmp/w/bench_cuda_attention prefill 8192 1 2048 -8"; do
+        IFS=: read -r nm kr sk cmd <<<"$part"
+        # shellcheck disable=SC2086 # (word splitting of the sections and the command is intended)
+        run "${nm}ncu" 150 ncu --clock-control none $NS --metrics "$NM" -k "regex:$kr" --launch-skip "$sk" \
+            --launch-count 1 $cmd
+        # shellcheck disable=SC2086
+        ncu --clock-control none --section SourceCounters --section WarpStateStats -k "regex:$kr" \
+            --launch-skip "$sk" --launch-count 1 -f -o "/tmp/$nm" $cmd >/dev/null 2>&1 &&
+            ncu -i "/tmp/$nm.ncu-rep" --page source --print-source sass --csv >"$LOG/${nm}_sass.csv.log" 2>&1
+    done
 fi
 
 W="taskset -c 0-2 /tmp/w/weft bench $M --backend cuda"

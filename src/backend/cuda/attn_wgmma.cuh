@@ -2,11 +2,15 @@
 // (attn_mma.cuh) for head dim D = 128, a warpgroup of 4 warps computing its 64 row-heads together, Q, K and V
 // read by wgmma from shared memory.
 //
-// The same arithmetic, so the same bits (bench_cuda_attention checks the tiles against the per-row kernel):
-// one wgmma m64nNk16 step with A in registers computes, per warp (rows 16w .. 16w + 15) and per n8 column
-// block, exactly what mma.sync m16n8k16 computes from the same fragment registers and accumulators
-// (bench/cuda/wgmma_probe.cu; gemm_q4w.cu relies on it too), and every chain below starts from accumulators
-// set to +0.0 with scale-d = 1 — what attn_block's chains start from (sb = +0.0, q4_mma0's +0.0 addend):
+// The same arithmetic, so the same bits (bench_cuda_attention checks the tiles against the per-row kernel,
+// session 19: 30 cases; the probe bench/cuda/wgmma_probe.cu covers bf16 with A in registers only — this form
+// reads Q from shared memory and V as an MN-major B): one wgmma m64nNk16 step computes, per warp (rows 16w ..
+// 16w + 15) and per n8 column block, what mma.sync m16n8k16 computes from the same fragments. The chains are
+// written from accumulators set to +0.0 with scale-d = 1, as attn_block's start from +0.0, but ptxas turns
+// that into scale-d = 0 (D = A·B; session 19's review read the SASS): a sum of exactly zero may then be −0
+// where attn_block has +0. Neither reaches an output — a score only feeds the block max and exp2 (2^(±0) =
+// 1), and o_b only enters through the fold o·ca + o_b·cb onto partials that start at +0.0 and so are never
+// −0 (+0 + −0 = +0) — only a key-block record's m of ±0 may differ in its sign:
 //   scores: 8 steps m64n32k16 (head dims 16ks .. in order), A = the warpgroup's Q rows (K-major: core
 //           matrices of 8 row-heads x 8 dims; the elements of attn_block's src.q1 fragments), B = the key
 //           block's K rows (K-major: core matrices of 8 keys x 8 dims);

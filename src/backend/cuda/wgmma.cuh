@@ -37,16 +37,14 @@ __device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
 // d[64 x 128] += A (registers: a0..a3, this warp's 16 rows, mma.sync's A fragment) · B (descriptor, 16 x
 // 128), fp32 accumulators, bf16 inputs (F16: f16 inputs, the f16-activation GEMM's 128-row tiles). scale_d =
 // 1: d is an input (d += A·B); 0: d = A·B (the GEMM's first step of a scale group; equal to A·B + (+0.0) up
-// to the sign of a zero sum: gemm_q4w.cu's header). TNSP_B (f16 only): B is MN-major — core matrices of 8 k
-// rows x 16 bytes of 8 columns, sbo between column blocks, lbo between the k halves (PTX ISA, "Canonical
-// Layouts": ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))) — the attention's V rows as they are (attn_wgmma.cuh).
-#define WEFT_WGMMA_N128(T, TB)                                                                               \
+// to the sign of a zero sum: gemm_q4w.cu's header).
+#define WEFT_WGMMA_N128(T)                                                                                   \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                             \
     "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " "                                               \
     "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"        \
     "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,"           \
-    "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, " TB     \
-    ";\n}"
+    "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, "        \
+    "0;\n}"
 #define WEFT_WGMMA_D64                                                                                       \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),             \
@@ -57,22 +55,16 @@ __device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
         "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),           \
         "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),           \
         "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-template <bool F16 = false, bool TNSP_B = false>
+template <bool F16 = false>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2,
                                                  uint32_t a3, uint64_t desc, int scale_d = 1) {
-    static_assert(F16 || !TNSP_B, "the transposed B is the f16 attention's");
-    if constexpr (F16 && TNSP_B)
-        asm volatile(WEFT_WGMMA_N128("f16", "1")
-                     : WEFT_WGMMA_D64
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
-                     : "memory");
-    else if constexpr (F16)
-        asm volatile(WEFT_WGMMA_N128("f16", "0")
+    if constexpr (F16)
+        asm volatile(WEFT_WGMMA_N128("f16")
                      : WEFT_WGMMA_D64
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
                      : "memory");
     else
-        asm volatile(WEFT_WGMMA_N128("bf16", "0")
+        asm volatile(WEFT_WGMMA_N128("bf16")
                      : WEFT_WGMMA_D64
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
                      : "memory");
@@ -101,20 +93,9 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint32_t a0,
 #define WEFT_WGMMA_D16                                                                                       \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),          \
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-// d[64 x 32] += A · B (16 x 32, K-major) with f16 inputs, 16 accumulators per thread (columns 8b + 2t, +1 of
-// blocks b = 0..3): the f16 attention's scores of a key block (attn_wgmma.cuh).
-__device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                    uint32_t a3, uint64_t desc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}"
-        : WEFT_WGMMA_D16
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(1)
-        : "memory");
-}
-
-// The same with A from shared memory too (adesc: K-major, as wgmma_desc_at describes; the f16 attention's Q).
+// d[64 x 32] += A · B (16 x 32) with f16 inputs, A and B from shared memory (K-major descriptors,
+// wgmma_desc_at), 16 accumulators per thread (columns 8b + 2t, +1 of blocks b = 0..3): the f16 attention's
+// scores of a key block (attn_wgmma.cuh).
 __device__ __forceinline__ void wgmma_m64n32k16_f16_ss(float (&d)[16], uint64_t adesc, uint64_t bdesc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
@@ -124,8 +105,10 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16_ss(float (&d)[16], uint64_t 
                  : "memory");
 }
 
-// d[64 x 32] += A (registers) · B (16 x 32, MN-major as wgmma_m64n128k16<true, true>'s) with f16 inputs: a
-// quarter of the f16 attention's P·V (attn_wgmma.cuh).
+// d[64 x 32] += A (registers) · B (16 x 32) with f16 inputs, B MN-major: core matrices of 8 k rows x 16 bytes
+// of 8 columns, sbo between column blocks, lbo between the k halves (PTX ISA, "Canonical Layouts":
+// ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)); imm-trans-b = 1) — a quarter of the f16 attention's P·V, B the V rows
+// as the cache holds them (attn_wgmma.cuh).
 __device__ __forceinline__ void wgmma_m64n32k16_f16_tb(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2,
                                                        uint32_t a3, uint64_t desc) {
     asm volatile(
