@@ -4,7 +4,8 @@
 #   bash bench/cuda/same_call.sh            # carry/: wefts.tar.xz (weft [+ weft_<variant>...]), libs.tar.xz,
 #                                           #         tok128k.json.xz, llamacpp-src.tar.xz (bench/NOTES.md session 18)
 # WEFT_AB="weft weft_x": binaries alternated twice on batch-1 decode + 16 streams before the table.
-# WEFT_KNOBS="0 524288": WEFT_CUDA_TIMING_TWICE masks for the prefill 2k / 8k A/B of the weft binary.
+# WEFT_KNOBS="0 524288": WEFT_CUDA_TIMING_TWICE masks for the prefill 2k / 8k A/B of the weft binary
+# (WEFT_PP_BINS="weft weft_x": of each of those binaries).
 # WEFT_PRE="bash carry/x.sh": a command run after the setup, before the table (harnesses while llama.cpp builds).
 # Logs: $OUT/logs.tar.xz. About 350 s.
 set -u
@@ -35,10 +36,10 @@ done; done
 for s in 1 4 16 64; do
     t "s$s" 60 taskset -c 0-2 /tmp/w/weft $B --prompt-len 512 --gen-len 128 --repeat 1 --streams $s --chunk 512
 done
-for k in ${WEFT_KNOBS:-0}; do for n in 2048 8192; do
-    t "pp${n}_$k" 60 env WEFT_CUDA_TIMING_TWICE=$k taskset -c 0-2 /tmp/w/weft $B --prompt-len $n --gen-len 2 --repeat 2 \
-        --chunk 2048
-done; done
+for v in ${WEFT_PP_BINS:-weft}; do for k in ${WEFT_KNOBS:-0}; do for n in 2048 8192; do
+    t "pp${n}_${k}_$v" 60 env WEFT_CUDA_TIMING_TWICE=$k taskset -c 0-2 "/tmp/w/$v" $B --prompt-len $n --gen-len 2 \
+        --repeat 2 --chunk 2048
+done; done; done
 t pp8192_fp32 60 taskset -c 0-2 /tmp/w/weft bench $M --backend cuda --activations fp32 --prompt-len 8192 --gen-len 2 \
     --repeat 2 --chunk 2048
 while [ ! -f $LC/built ] && jobs -r | grep -q . && [ $((SECONDS - T0)) -lt 450 ]; do sleep 5; done
