@@ -4,7 +4,11 @@
 // them only if every step is bit-identical. Regimes: 0 = small integers (exact: checks the fragment and
 // descriptor layouts against a CPU reference), 1 = random bf16 with spread exponents and a random
 // accumulator, 2 = the matmuls' operands (4-bit integers times bf16 hi or lo parts of activations), chained
-// over 4 steps. Usage: bench_cuda_wgmma_probe (sm_90a only; other devices report "not run").
+// over 4 steps. The f16 attention's forms (attn_wgmma.cuh; session 19's review): m64n32k16 f16 with A from
+// shared memory and a K-major B (the scores), and with A in registers and an MN-major B (P·V), against
+// mma.sync f16 per n8 block, on small integers (against an exact reference too) and on f16 values with
+// spread exponents, subnormals and signed zeros. Usage: bench_cuda_wgmma_probe (sm_90a only; other devices
+// report "not run").
 #include "common.cuh"
 #include "wgmma.cuh"
 
@@ -144,6 +148,168 @@ __global__ void __launch_bounds__(128) probe_n128_kernel(const unsigned short *A
     }
 }
 
+__device__ __forceinline__ void mma16816_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The f16 attention's wgmma forms: A [kSteps][64][16] f16, B [kSteps][16][32] (B[k][n]), C [64][32]. FORM 0
+// (the scores): A from shared memory, K-major — [k half][8-row block][row % 8][8 k] (lbo 128, sbo 256) — and
+// B K-major, [k half][8-column block][column % 8][8 k]; FORM 1 (P·V): A in registers, B MN-major — [k
+// half][8- column block][k % 8][8 columns] (imm-trans-b). D1 = mma.sync f16 per n8 block, D2 = the wgmma
+// chain, both from C.
+template <int FORM>
+__global__ void __launch_bounds__(128) probe_attn_kernel(const unsigned short *A, const unsigned short *B,
+                                                         const float *C, float *D1, float *D2) {
+    __shared__ __align__(128) unsigned short sa[kSteps][2 * 8 * 64], sb[kSteps][2 * 4 * 64];
+    const int trial = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2,
+              t = lane & 3;
+    const unsigned short *a = A + (size_t)trial * kSteps * 64 * 16, *b = B + (size_t)trial * kSteps * 16 * 32;
+    const float *c = C + (size_t)trial * 64 * 32;
+    for (int i = tid; i < kSteps * 64 * 16; i += 128) { // A[m][k]
+        const int st = i / 1024, m = (i % 1024) / 16, k = i % 16;
+        sa[st][(k / 8) * 64 + (m / 8) * 128 + (m % 8) * 8 + k % 8] = a[i];
+    }
+    for (int i = tid; i < kSteps * 16 * 32; i += 128) { // B[k][n]
+        const int st = i / 512, k = (i % 512) / 32, n = i % 32;
+        sb[st][(k / 8) * 64 + (n / 8) * 128 + (FORM == 0 ? (n % 8) * 8 + k % 8 : (k % 8) * 8 + n % 8)] = b[i];
+    }
+    __syncthreads();
+    const int r0 = 16 * warp + g, r1 = r0 + 8;
+    auto pair = [](unsigned short lo, unsigned short hi) { return (uint32_t)lo | ((uint32_t)hi << 16); };
+    float d1[16], d2[16];
+#pragma unroll
+    for (int bb = 0; bb < 4; bb++) {
+        d1[4 * bb] = c[r0 * 32 + 8 * bb + 2 * t];
+        d1[4 * bb + 1] = c[r0 * 32 + 8 * bb + 2 * t + 1];
+        d1[4 * bb + 2] = c[r1 * 32 + 8 * bb + 2 * t];
+        d1[4 * bb + 3] = c[r1 * 32 + 8 * bb + 2 * t + 1];
+    }
+#pragma unroll
+    for (int e = 0; e < 16; e++) d2[e] = d1[e];
+    for (int st = 0; st < kSteps; st++) {
+        const unsigned short *as = a + (size_t)st * 64 * 16, *bs = b + (size_t)st * 16 * 32;
+        uint32_t af[4] = {pair(as[r0 * 16 + 2 * t], as[r0 * 16 + 2 * t + 1]),
+                          pair(as[r1 * 16 + 2 * t], as[r1 * 16 + 2 * t + 1]),
+                          pair(as[r0 * 16 + 2 * t + 8], as[r0 * 16 + 2 * t + 9]),
+                          pair(as[r1 * 16 + 2 * t + 8], as[r1 * 16 + 2 * t + 9])};
+#pragma unroll
+        for (int bb = 0; bb < 4; bb++) {
+            const int n = 8 * bb + g;
+            mma16816_f16(&d1[4 * bb], af, pair(bs[(2 * t) * 32 + n], bs[(2 * t + 1) * 32 + n]),
+                         pair(bs[(2 * t + 8) * 32 + n], bs[(2 * t + 9) * 32 + n]));
+        }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+        for (int e = 0; e < 16; e++) wgmma_pin(d2[e]);
+#pragma unroll
+        for (int e = 0; e < 4; e++) wgmma_pin(af[e]);
+        wgmma_fence();
+        const uint64_t bdesc = wgmma_desc(&sb[st][0], 128, 256);
+        if constexpr (FORM == 0)
+            wgmma_m64n32k16_f16_ss(d2, wgmma_desc(&sa[st][0], 128, 256), bdesc);
+        else
+            wgmma_m64n32k16_f16_tb(d2, af[0], af[1], af[2], af[3], bdesc);
+        wgmma_commit_wait0();
+#pragma unroll
+        for (int e = 0; e < 16; e++) wgmma_pin(d2[e]);
+#else
+        asm volatile("" ::"l"(&sa[st][0]), "l"(&sb[st][0]));
+#pragma unroll
+        for (int e = 0; e < 16; e++) d2[e] = __int_as_float(0x7fc00000);
+#endif
+    }
+    float *o1 = D1 + (size_t)trial * 64 * 32, *o2 = D2 + (size_t)trial * 64 * 32;
+#pragma unroll
+    for (int bb = 0; bb < 4; bb++) {
+        const int col = 8 * bb + 2 * t;
+        o1[r0 * 32 + col] = d1[4 * bb], o1[r0 * 32 + col + 1] = d1[4 * bb + 1];
+        o1[r1 * 32 + col] = d1[4 * bb + 2], o1[r1 * 32 + col + 1] = d1[4 * bb + 3];
+        o2[r0 * 32 + col] = d2[4 * bb], o2[r0 * 32 + col + 1] = d2[4 * bb + 1];
+        o2[r1 * 32 + col] = d2[4 * bb + 2], o2[r1 * 32 + col + 1] = d2[4 * bb + 3];
+    }
+}
+
+// f16 bits <-> float on the host (the probe's values only: no NaN or infinity).
+float from_f16(unsigned short h) {
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(1024 + m), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+unsigned short f16_int(int v) { // a small integer (|v| <= 2048) exactly
+    if (v == 0) return 0;
+    const int a = v < 0 ? -v : v;
+    int e = 0;
+    while ((a >> e) > 1) e++;
+    return (unsigned short)((v < 0 ? 0x8000 : 0) | ((e + 15) << 10) | (((a << (10 - e)) & 1023)));
+}
+// A random f16 of spread magnitude: 1/8 signed zeros, 1/8 subnormals, else 2^-14 .. 2^8.
+unsigned short f16_spread(Rng &rng) {
+    const float u = rng.uniform(), w = rng.uniform();
+    const unsigned short sign = u < 0.0f ? 0x8000 : 0;
+    const int m = (int)(fabsf(w) * 1023.0f) & 1023;
+    const float r = fabsf(u);
+    if (r < 0.125f) return sign;
+    if (r < 0.25f) return (unsigned short)(sign | (m ? m : 1));
+    return (unsigned short)(sign | ((1 + (int)(fabsf(rng.uniform()) * 22.0f)) << 10) | m);
+}
+
+// Runs both attention forms in both regimes; prints the counts.
+void probe_attn(Rng &rng) {
+    const int nt = 1024;
+    const size_t na = (size_t)nt * kSteps * 64 * 16, nb = (size_t)nt * kSteps * 16 * 32,
+                 nc = (size_t)nt * 64 * 32;
+    std::vector<unsigned short> A(na), B(nb);
+    std::vector<float> C(nc);
+    float *e1 = nullptr, *e2 = nullptr;
+    CK(cudaMalloc(&e1, nc * 4));
+    CK(cudaMalloc(&e2, nc * 4));
+    for (int regime = 0; regime < 2; regime++) {
+        for (auto &v : A) v = regime == 0 ? f16_int((int)(rng.uniform() * 8.0f)) : f16_spread(rng);
+        for (auto &v : B) v = regime == 0 ? f16_int((int)(rng.uniform() * 8.0f)) : f16_spread(rng);
+        for (auto &v : C)
+            v = regime == 0
+                    ? (float)(int)(rng.uniform() * 64.0f)
+                    : (rng.uniform() < -0.75f ? 0.0f : ldexpf(rng.uniform(), (int)(rng.uniform() * 10.0f)));
+        unsigned short *dA = dev_upload(A), *dB = dev_upload(B);
+        float *dC = dev_upload(C);
+        for (int form = 0; form < 2; form++) {
+            if (form == 0)
+                probe_attn_kernel<0><<<nt, 128>>>(dA, dB, dC, e1, e2);
+            else
+                probe_attn_kernel<1><<<nt, 128>>>(dA, dB, dC, e1, e2);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            std::vector<float> r1 = dev_download(e1, nc), r2 = dev_download(e2, nc);
+            size_t diff = 0, ref_bad = 0;
+            for (size_t i = 0; i < nc; i++) diff += memcmp(&r1[i], &r2[i], 4) != 0;
+            if (regime == 0) // exact integer reference for the wgmma chain (layouts, descriptors)
+                for (size_t tr = 0; tr < (size_t)nt; tr++)
+                    for (int m = 0; m < 64; m++)
+                        for (int n = 0; n < 32; n++) {
+                            double v = C[(tr * 64 + m) * 32 + n];
+                            for (int st = 0; st < kSteps; st++)
+                                for (int k = 0; k < 16; k++)
+                                    v += (double)from_f16(A[((tr * kSteps + st) * 64 + m) * 16 + k]) *
+                                         from_f16(B[((tr * kSteps + st) * 16 + k) * 32 + n]);
+                            ref_bad += r2[(tr * 64 + m) * 32 + n] != (float)v;
+                        }
+            printf("wgmma probe f16 m64n32k16 %s, %s: %zu of %zu outputs differ between mma.sync and wgmma",
+                   form == 0 ? "A shared + B K-major (scores)" : "A registers + B MN-major (P.V)",
+                   regime == 0 ? "integers" : "spread exponents, subnormals, signed zeros", diff, nc);
+            if (regime == 0) printf("; exact reference misses (wgmma) %zu", ref_bad);
+            printf("\n");
+        }
+        cudaFree(dA);
+        cudaFree(dB);
+        cudaFree(dC);
+    }
+    cudaFree(e1);
+    cudaFree(e2);
+}
+
 unsigned short to_bf16(float f) { // round to nearest even (inputs here are finite)
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -270,5 +436,6 @@ int main() {
     cudaFree(dC2);
     cudaFree(e1);
     cudaFree(e2);
+    probe_attn(rng);
     return 0;
 }
