@@ -150,13 +150,18 @@ bool wgmma_ran(const Layout &L, int64_t K) {
 
 // The wgmma GEMM with its K slots split (weft_cu_gemm_q4w_sk) at every split NZ of the weight's KW, its
 // scratch poisoned before every call: each must give `want` (M rows of dy2, y0 before an accumulating
-// epilogue) bit for bit. Returns the mismatches; counts the runs in ran.
+// epilogue) bit for bit, and each split that divides KW (<= 8) must run where the wgmma GEMM takes the
+// layout (wgmma_ran's rule; session 16's review gap F6: a refused split used to pass as long as another
+// ran). Returns the mismatches and refusals; counts the runs in ran.
 int check_wgmma_sk(const Weight &W, const weft_cu_xq &xq, int M, const weft_cu_epi &e, float *dy2,
                    const std::vector<float> &y0, int accu, float *dpart, size_t npart,
                    const std::vector<float> &want, int &ran, const char *what) {
     int bad = 0;
     const int64_t N = W.w.rows, K = W.w.cols;
     const size_t ny = (size_t)M * N * sizeof(float);
+    const int KW = weft_cu_q4_kw(N, K);
+    const bool takes = W.w.kind == WEFT_CU_Q4F &&
+                       wgmma_ran(Layout{"", W.w.kind, W.w.mode, W.w.sdt, W.w.group}, K) && KW <= 8;
     for (const int nz : {2, 4, 8}) {
         weft_cu_epi es = e;
         es.part = dpart;
@@ -166,7 +171,13 @@ int check_wgmma_sk(const Weight &W, const weft_cu_xq &xq, int M, const weft_cu_e
         CK(cudaMemcpy(dy2, y0.data(), ny, cudaMemcpyHostToDevice));
         if (!accu) CK(cudaMemset(dy2, 0xff, ny));
         const cudaError_t ge = weft_cu_gemm_q4w_sk(&W.w, &xq, M, &es, 0);
-        if (ge == cudaErrorNotSupported) continue;
+        if (ge == cudaErrorNotSupported) {
+            const bool must = takes && KW % nz == 0;
+            bad += must;
+            EXPECT(!must, "%lldx%lld wgmma GEMM split K over %d blocks (KW %d, f16 %d): M=%d refused",
+                   (long long)N, (long long)K, nz, KW, xq.f16, M);
+            continue;
+        }
         CK(ge);
         ran++;
         const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
