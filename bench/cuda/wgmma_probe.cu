@@ -18,11 +18,19 @@ namespace {
 
 constexpr int kTrials = 4096, kSteps = 4;
 
+// d += A·B, m16n8k16, bf16 (F16: f16) inputs.
+template <bool F16 = false>
 __device__ __forceinline__ void mma16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (F16)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // One block (a warpgroup) per trial. A: [kSteps][64][16] bf16 row-major; B: [kSteps][16][8] bf16 (B[k][n]);
@@ -82,6 +90,44 @@ __global__ void __launch_bounds__(128) probe_kernel(const unsigned short *A, con
                     o2[r1 * 8 + 2 * t + 1] = d2[3];
 }
 
+// The N-column kernels' shared pieces, for thread (g, t) of warp w (rows r0 = 16w + g and r0 + 8): its A
+// fragment of a step (A [64][16]), its N / 2 accumulators (n8 block b: d[4b .. 4b + 3], mma.sync's C layout)
+// from C [64][N] and back into O, and the mma.sync chain step over the N / 8 blocks of B [16][N].
+__device__ __forceinline__ uint32_t probe_pair(unsigned short lo, unsigned short hi) {
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+__device__ __forceinline__ void probe_afrag(const unsigned short *as, int r0, int t, uint32_t af[4]) {
+    const int r1 = r0 + 8;
+    af[0] = probe_pair(as[r0 * 16 + 2 * t], as[r0 * 16 + 2 * t + 1]);
+    af[1] = probe_pair(as[r1 * 16 + 2 * t], as[r1 * 16 + 2 * t + 1]);
+    af[2] = probe_pair(as[r0 * 16 + 2 * t + 8], as[r0 * 16 + 2 * t + 9]);
+    af[3] = probe_pair(as[r1 * 16 + 2 * t + 8], as[r1 * 16 + 2 * t + 9]);
+}
+template <int N>
+__device__ __forceinline__ void probe_load(const float *c, int r0, int t, float (&d)[N / 2]) {
+#pragma unroll
+    for (int bb = 0; bb < N / 8; bb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) d[4 * bb + i] = c[(r0 + 8 * (i / 2)) * N + 8 * bb + 2 * t + i % 2];
+}
+template <int N>
+__device__ __forceinline__ void probe_store(float *o, int r0, int t, const float (&d)[N / 2]) {
+#pragma unroll
+    for (int bb = 0; bb < N / 8; bb++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[(r0 + 8 * (i / 2)) * N + 8 * bb + 2 * t + i % 2] = d[4 * bb + i];
+}
+template <int N, bool F16>
+__device__ __forceinline__ void probe_mma_ref(float (&d)[N / 2], const uint32_t af[4],
+                                              const unsigned short *bs, int g, int t) {
+#pragma unroll
+    for (int bb = 0; bb < N / 8; bb++) {
+        const int n = 8 * bb + g;
+        mma16816<F16>(&d[4 * bb], af, probe_pair(bs[(2 * t) * N + n], bs[(2 * t + 1) * N + n]),
+                      probe_pair(bs[(2 * t + 8) * N + n], bs[(2 * t + 9) * N + n]));
+    }
+}
+
 // The GEMM's shape: A [kSteps][64][16], B [kSteps][16][128] (B[k][n]), C [64][128]; B in shared memory as
 // [step][column group b][k half][row n % 8][8 k], the layout gemm_q4w.cu's transpose writes.
 __global__ void __launch_bounds__(128) probe_n128_kernel(const unsigned short *A, const unsigned short *B,
@@ -97,30 +143,15 @@ __global__ void __launch_bounds__(128) probe_n128_kernel(const unsigned short *A
         sb[s][((n / 8) * 2 + k / 8) * 64 + (n % 8) * 8 + k % 8] = b[i];
     }
     __syncthreads();
-    const int r0 = 16 * warp + g, r1 = r0 + 8;
-    auto pair = [](unsigned short lo, unsigned short hi) { return (uint32_t)lo | ((uint32_t)hi << 16); };
+    const int r0 = 16 * warp + g;
     float d1[64], d2[64];
-#pragma unroll
-    for (int bb = 0; bb < 16; bb++) {
-        d1[4 * bb] = c[r0 * 128 + 8 * bb + 2 * t];
-        d1[4 * bb + 1] = c[r0 * 128 + 8 * bb + 2 * t + 1];
-        d1[4 * bb + 2] = c[r1 * 128 + 8 * bb + 2 * t];
-        d1[4 * bb + 3] = c[r1 * 128 + 8 * bb + 2 * t + 1];
-    }
-#pragma unroll
-    for (int e = 0; e < 64; e++) d2[e] = d1[e];
+    probe_load<128>(c, r0, t, d1);
+    probe_load<128>(c, r0, t, d2);
     for (int s = 0; s < kSteps; s++) {
         const unsigned short *as = a + (size_t)s * 64 * 16, *bs = b + (size_t)s * 16 * 128;
-        uint32_t af[4] = {pair(as[r0 * 16 + 2 * t], as[r0 * 16 + 2 * t + 1]),
-                          pair(as[r1 * 16 + 2 * t], as[r1 * 16 + 2 * t + 1]),
-                          pair(as[r0 * 16 + 2 * t + 8], as[r0 * 16 + 2 * t + 9]),
-                          pair(as[r1 * 16 + 2 * t + 8], as[r1 * 16 + 2 * t + 9])};
-#pragma unroll
-        for (int bb = 0; bb < 16; bb++) {
-            const int n = 8 * bb + g;
-            mma16816(&d1[4 * bb], af, pair(bs[(2 * t) * 128 + n], bs[(2 * t + 1) * 128 + n]),
-                     pair(bs[(2 * t + 8) * 128 + n], bs[(2 * t + 9) * 128 + n]));
-        }
+        uint32_t af[4];
+        probe_afrag(as, r0, t, af);
+        probe_mma_ref<128, false>(d1, af, bs, g, t);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma unroll
         for (int e = 0; e < 64; e++) wgmma_pin(d2[e]);
@@ -137,22 +168,8 @@ __global__ void __launch_bounds__(128) probe_n128_kernel(const unsigned short *A
         for (int e = 0; e < 64; e++) d2[e] = __int_as_float(0x7fc00000);
 #endif
     }
-    float *o1 = D1 + (size_t)trial * 64 * 128, *o2 = D2 + (size_t)trial * 64 * 128;
-#pragma unroll
-    for (int bb = 0; bb < 16; bb++) {
-        const int col = 8 * bb + 2 * t;
-        o1[r0 * 128 + col] = d1[4 * bb], o1[r0 * 128 + col + 1] = d1[4 * bb + 1];
-        o1[r1 * 128 + col] = d1[4 * bb + 2], o1[r1 * 128 + col + 1] = d1[4 * bb + 3];
-        o2[r0 * 128 + col] = d2[4 * bb], o2[r0 * 128 + col + 1] = d2[4 * bb + 1];
-        o2[r1 * 128 + col] = d2[4 * bb + 2], o2[r1 * 128 + col + 1] = d2[4 * bb + 3];
-    }
-}
-
-__device__ __forceinline__ void mma16816_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    probe_store<128>(D1 + (size_t)trial * 64 * 128, r0, t, d1);
+    probe_store<128>(D2 + (size_t)trial * 64 * 128, r0, t, d2);
 }
 
 // The f16 attention's wgmma forms: A [kSteps][64][16] f16, B [kSteps][16][32] (B[k][n]), C [64][32]. FORM 0
@@ -177,30 +194,15 @@ __global__ void __launch_bounds__(128) probe_attn_kernel(const unsigned short *A
         sb[st][(k / 8) * 64 + (n / 8) * 128 + (FORM == 0 ? (n % 8) * 8 + k % 8 : (k % 8) * 8 + n % 8)] = b[i];
     }
     __syncthreads();
-    const int r0 = 16 * warp + g, r1 = r0 + 8;
-    auto pair = [](unsigned short lo, unsigned short hi) { return (uint32_t)lo | ((uint32_t)hi << 16); };
+    const int r0 = 16 * warp + g;
     float d1[16], d2[16];
-#pragma unroll
-    for (int bb = 0; bb < 4; bb++) {
-        d1[4 * bb] = c[r0 * 32 + 8 * bb + 2 * t];
-        d1[4 * bb + 1] = c[r0 * 32 + 8 * bb + 2 * t + 1];
-        d1[4 * bb + 2] = c[r1 * 32 + 8 * bb + 2 * t];
-        d1[4 * bb + 3] = c[r1 * 32 + 8 * bb + 2 * t + 1];
-    }
-#pragma unroll
-    for (int e = 0; e < 16; e++) d2[e] = d1[e];
+    probe_load<32>(c, r0, t, d1);
+    probe_load<32>(c, r0, t, d2);
     for (int st = 0; st < kSteps; st++) {
         const unsigned short *as = a + (size_t)st * 64 * 16, *bs = b + (size_t)st * 16 * 32;
-        uint32_t af[4] = {pair(as[r0 * 16 + 2 * t], as[r0 * 16 + 2 * t + 1]),
-                          pair(as[r1 * 16 + 2 * t], as[r1 * 16 + 2 * t + 1]),
-                          pair(as[r0 * 16 + 2 * t + 8], as[r0 * 16 + 2 * t + 9]),
-                          pair(as[r1 * 16 + 2 * t + 8], as[r1 * 16 + 2 * t + 9])};
-#pragma unroll
-        for (int bb = 0; bb < 4; bb++) {
-            const int n = 8 * bb + g;
-            mma16816_f16(&d1[4 * bb], af, pair(bs[(2 * t) * 32 + n], bs[(2 * t + 1) * 32 + n]),
-                         pair(bs[(2 * t + 8) * 32 + n], bs[(2 * t + 9) * 32 + n]));
-        }
+        uint32_t af[4];
+        probe_afrag(as, r0, t, af);
+        probe_mma_ref<32, true>(d1, af, bs, g, t);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma unroll
         for (int e = 0; e < 16; e++) wgmma_pin(d2[e]);
@@ -221,15 +223,8 @@ __global__ void __launch_bounds__(128) probe_attn_kernel(const unsigned short *A
         for (int e = 0; e < 16; e++) d2[e] = __int_as_float(0x7fc00000);
 #endif
     }
-    float *o1 = D1 + (size_t)trial * 64 * 32, *o2 = D2 + (size_t)trial * 64 * 32;
-#pragma unroll
-    for (int bb = 0; bb < 4; bb++) {
-        const int col = 8 * bb + 2 * t;
-        o1[r0 * 32 + col] = d1[4 * bb], o1[r0 * 32 + col + 1] = d1[4 * bb + 1];
-        o1[r1 * 32 + col] = d1[4 * bb + 2], o1[r1 * 32 + col + 1] = d1[4 * bb + 3];
-        o2[r0 * 32 + col] = d2[4 * bb], o2[r0 * 32 + col + 1] = d2[4 * bb + 1];
-        o2[r1 * 32 + col] = d2[4 * bb + 2], o2[r1 * 32 + col + 1] = d2[4 * bb + 3];
-    }
+    probe_store<32>(D1 + (size_t)trial * 64 * 32, r0, t, d1);
+    probe_store<32>(D2 + (size_t)trial * 64 * 32, r0, t, d2);
 }
 
 // f16 bits <-> float on the host (the probe's values only: no NaN or infinity).
