@@ -17,8 +17,8 @@
 // for step what attention.cu's span and combine kernels compute, so a row gives the same bits whichever
 // kernel runs it, whatever rows share its tile and however many warps and spans a block takes.
 // The wgmma form (warps = -8: f16, d = 128, sm_90a; attn_wgmma.cuh) computes each key block's step on wgmma,
-// a warpgroup's 64 row-heads at once, with the same bits (bench_cuda_attention); not the default yet: at 8
-// warps per SM it is slower than the mma.sync form at 16 (bench/NOTES.md session 19).
+// a warpgroup's 64 row-heads at once, with the same bits (bench_cuda_attention); not the default: at parity
+// with the mma.sync form (harness +1%, model prefill 8k −1.4%; bench/NOTES.md session 19).
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
 #include "attn_wgmma.cuh"
