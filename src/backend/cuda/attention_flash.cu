@@ -123,6 +123,11 @@ template <int DMAX, int NT, bool PREF> struct StageRegs {
     const float *K, *V;
     uint32_t *kh, *kl, *vh, *vl;
     int kvd, last, d, qs;
+    // (every stage takes the same arguments: the cache rows, the staging buffer, the row's last position)
+    __device__ __forceinline__ StageRegs(const float *K_, const float *V_, uint32_t *buf, int kvd_, int last_,
+                                         int d_, int qs_, int)
+        : K(K_), V(V_), kh(buf), kl(buf + KB * qs_), vh(buf + 2 * KB * qs_),
+          vl(buf + 2 * KB * qs_ + d_ * kAttnVS), kvd(kvd_), last(last_), d(d_), qs(qs_) {}
     __device__ __forceinline__ void start(int kb) {
         if (PREF) load(kb);
     }
@@ -151,6 +156,9 @@ template <int DMAX, int NT> struct StageAsyncF16 {
     const uint16_t *K, *V;
     uint32_t *buf; // [2 stages][K, V][KB][qs]
     int kvd, last, d, qs, kb0;
+    __device__ __forceinline__ StageAsyncF16(const uint16_t *K_, const uint16_t *V_, uint32_t *buf_, int kvd_,
+                                             int last_, int d_, int qs_, int kb0_)
+        : K(K_), V(V_), buf(buf_), kvd(kvd_), last(last_), d(d_), qs(qs_), kb0(kb0_) {}
     __device__ __forceinline__ void start(int kb) { copy(kb); }
     __device__ __forceinline__ void ready(int kb, int kb1) {
         cp_wait<0>();
@@ -232,23 +240,7 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 2
     uint32_t *qh = smw, *ql = qh + (Stage::kPlanes - 1) * RH * QP, *kvs = ql + RH * QP;
     const KvElem<F16> *Kc = kv_rows<F16>(row0, layer, 0, kvd) + (size_t)j * d,
                       *Vc = kv_rows<F16>(row0, layer, 1, kvd) + (size_t)j * d;
-    Stage st;
-    if constexpr (WG) {
-        st = Stage{Kc, Vc, smem_addr(kvs), kvd, P, kb0};
-    } else if constexpr (F16) {
-        st = Stage{Kc, Vc, kvs, kvd, P, d, QS, kb0};
-    } else {
-        st.K = Kc;
-        st.V = Vc;
-        st.kh = kvs;
-        st.kl = st.kh + KB * QS;
-        st.vh = st.kl + KB * QS;
-        st.vl = st.vh + d * kAttnVS;
-        st.kvd = kvd;
-        st.last = P;
-        st.d = d;
-        st.qs = QS;
-    }
+    Stage st(Kc, Vc, kvs, kvd, P, d, QS, kb0);
     st.start(kb0); // in flight while Q is staged
     tile_stage_q<DMAX, NT, RH, F16, WG>(qh, ql, QS, d, [&](int rh) -> const float * {
         const int rr = rh / G;

@@ -81,6 +81,10 @@ template <int D, int NT> struct StageWgF16 {
     const uint16_t *K, *V;
     uint32_t buf; // shared address: [2 stages][K, V][L::BYTES]
     int kvd, last, kb0;
+    // (attention_flash.cu's stages' arguments; d = D and the row padding qs are the layout's own)
+    __device__ __forceinline__ StageWgF16(const uint16_t *K_, const uint16_t *V_, uint32_t *buf_, int kvd_,
+                                          int last_, int, int, int kb0_)
+        : K(K_), V(V_), buf(smem_addr(buf_)), kvd(kvd_), last(last_), kb0(kb0_) {}
     __device__ __forceinline__ void start(int kb) { copy(kb); }
     __device__ __forceinline__ void ready(int kb, int kb1) {
         cp_wait<0>();
