@@ -50,4 +50,75 @@ __device__ __forceinline__ void prefetch_l2(const void *src, uint32_t bytes) {
 #endif
 }
 
+// mbarriers and bulk copies (sm_90: cp.async.bulk, the copy engine; no-ops on earlier targets, whose
+// launchers never take the kernels that use them). mbar_init: an mbarrier in shared memory expecting `count`
+// arrivals per phase; mbar_init_fence makes the inits visible to the other threads and to the copy engine
+// (before a block barrier).
+__device__ __forceinline__ __attribute__((unused)) void mbar_init(unsigned long long *mb, unsigned count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(mb)), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ __attribute__((unused)) void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+// One arrival on mb that also announces `bytes` transaction bytes: the phase completes when its arrivals
+// are in and that many bytes of bulk copies have landed.
+__device__ __forceinline__ __attribute__((unused)) void mbar_expect_tx(unsigned long long *mb,
+                                                                       uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(mb)), "r"(bytes)
+                 : "memory");
+#endif
+}
+// One plain arrival on mb (release: this thread's earlier shared-memory reads are done before it counts).
+__device__ __forceinline__ __attribute__((unused)) void mbar_arrive(unsigned long long *mb) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(mb)) : "memory");
+#endif
+}
+// A bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst,
+// completing as transaction bytes on mb (announced there by mbar_expect_tx).
+__device__ __forceinline__ __attribute__((unused)) void
+bulk_copy_g2s(uint32_t dst, const void *src, uint32_t bytes, unsigned long long *mb) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(smem_addr(mb))
+        : "memory");
+#endif
+}
+// One bulk copy announced and issued by the same thread (mbar_expect_tx, then bulk_copy_g2s).
+__device__ __forceinline__ __attribute__((unused)) void bulk_g2s(uint32_t dst, const void *src,
+                                                                 uint32_t bytes, unsigned long long *mb) {
+    mbar_expect_tx(mb, bytes);
+    bulk_copy_g2s(dst, src, bytes, mb);
+}
+// Waits until phase `parity` (0 or 1) of mb has completed.
+__device__ __forceinline__ __attribute__((unused)) void mbar_wait(unsigned long long *mb, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint32_t m = smem_addr(mb);
+    uint32_t done = 0;
+    while (!done)
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, "
+            "0, p;\n}"
+            : "=r"(done)
+            : "r"(m), "r"(parity)
+            : "memory");
+#endif
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads') for n threads (a multiple of 32): bar_sync waits,
+// bar_arrive counts this warp without waiting.
+__device__ __forceinline__ __attribute__((unused)) void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ __attribute__((unused)) void bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
 #endif

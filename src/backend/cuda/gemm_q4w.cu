@@ -99,52 +99,8 @@ template <int SB, bool H1, int R = WR, bool DEEP = false> struct alignas(16) WSm
 // own order, [row block][K block][step][n8 block][k half][core row][word] (WSmem::b's stage), so a K block of
 // a row block is one contiguous stage that one thread of the producer moves with cp.async.bulk, completing on
 // the stage's mbarrier (the consumers wait on its phase instead of the FULL barrier). The same words land in
-// the same places as the per-thread copies and transposes put them: the same bits.
-__device__ __forceinline__ __attribute__((unused)) void mbar_init(unsigned long long *mb, unsigned count) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(mb)), "r"(count) : "memory");
-#endif
-}
-__device__ __forceinline__ __attribute__((unused)) void mbar_init_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-// One bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst,
-// announced to mb as that many transaction bytes (the stage's phase completes when they have landed).
-__device__ __forceinline__ __attribute__((unused)) void bulk_g2s(uint32_t dst, const void *src,
-                                                                 uint32_t bytes, unsigned long long *mb) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const uint32_t m = smem_addr(mb);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(m), "r"(bytes) : "memory");
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-        "l"(src), "r"(bytes), "r"(m)
-        : "memory");
-#endif
-}
-// Waits until phase `parity` (0 or 1) of mb has completed.
-__device__ __forceinline__ __attribute__((unused)) void mbar_wait(unsigned long long *mb, uint32_t parity) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const uint32_t m = smem_addr(mb);
-    uint32_t done = 0;
-    while (!done)
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, "
-            "0, p;\n}"
-            : "=r"(done)
-            : "r"(m), "r"(parity)
-            : "memory");
-#endif
-}
-
-__device__ __forceinline__ __attribute__((unused)) void bar_sync(int id, int n) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ __attribute__((unused)) void bar_arrive(int id, int n) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
+// the same places as the per-thread copies and transposes put them: the same bits. (The mbarrier, bulk-copy
+// and named-barrier helpers are cp_async.cuh's.)
 
 // A producer thread's share of one K block, fixed for the whole kernel (only the K block's offset, the raw
 // buffer and the stage change). Hi and lo: thread p owns part pp = p % 2 of activation row R = p / 2 and

@@ -29,6 +29,7 @@
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
 #include "pdl.cuh"
+#include "cp_async.cuh"
 
 namespace {
 
@@ -432,6 +433,205 @@ cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const wef
                            dim3(256), 0, st, tiles, KW, M, epi);
 }
 
+// ---- The one-row stream on bulk copies (sm_90; Q4_0 on an f16 buffer: batch-1 decode in f16 mode) ----
+// The same tiles and runs, the same K blocks per warp in the same order (warp w: w, w + KW, ...), the same
+// arithmetic (q4x_block), warp-sum order and epilogue as gemv_q4_kernel's ONE_ROW instance: the same bits.
+// What differs is how the weights travel. There every lane of every warp copies its K blocks with cp.async —
+// with the copy cursors, the ring's upkeep and the per-lane address arithmetic, about a third of the loop's
+// instructions on a kernel that is issue-bound (bench/NOTES.md sessions 10–11, 19). Here one producer warp
+// per block moves each K row — K blocks i·KW .. i·KW + KW − 1 of a tile, one per consumer warp, contiguous in
+// the layout (KW KiB of words) — as one bulk copy, with the 16 weight rows' scales of those blocks as 16 more
+// (KW·8 bytes each), all completing on the stage's mbarrier; the KW consumer warps wait on it, read their
+// block into registers, release the stage (an arrival on its EMPTY mbarrier) and compute. Needs nblk a
+// multiple of KW (every warp has a block in every K row) and scale rows of whole 16-byte pieces (K % 256 ==
+// 0). The row is staged as its hi words only (an f16 buffer's lo words are zero: lanes reading them read a
+// zero block instead, the same B values).
+constexpr int kBulkStages = 4; // K rows in flight per block
+
+template <int SB, int GPB> struct BulkShape {
+    static constexpr int SCALE_BYTES = 16 * GPB * 2; // per K block: 16 rows × GPB f16 scales
+    static constexpr int WORD_BYTES = 64 * SB * 4;   // per K block: the tile's 16 rows of words
+    // shared memory: mbarriers FULL and EMPTY [kBulkStages] each, the warps' sums [2][KW − 1][64], the ring
+    // [kBulkStages][KW words | 16 rows × KW·GPB scales], the row's hi words [nsub][16], a zero block [SB·16]
+    static __host__ __device__ size_t stage_bytes(int KW) { return (size_t)KW * (WORD_BYTES + SCALE_BYTES); }
+    static __host__ __device__ size_t ring_off(int KW) { return 16 * kBulkStages + 2 * 64 * 4 * (KW - 1); }
+    static __host__ __device__ size_t x_off(int KW) { return ring_off(KW) + kBulkStages * stage_bytes(KW); }
+    static __host__ size_t smem(int KW, int64_t nsub) { return x_off(KW) + ((size_t)nsub + SB) * 16 * 4; }
+};
+
+template <int SB, int GPB, int KW>
+__global__ void __launch_bounds__((KW + 1) * 32, 3)
+    gemv_bulk_kernel(WDev w, const uint32_t *__restrict__ XF, int run, weft_cu_epi epi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int MODE = WEFT_CU_OFF8H, SDT = WEFT_CU_S_F16, NS = kBulkStages;
+    using Sh = BulkShape<SB, GPB>;
+    using Raw = SRaw<SDT, GPB>;
+    extern __shared__ __align__(16) unsigned char smb[];
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(smb), *empty = full + NS;
+    float *sums = reinterpret_cast<float *>(smb + 16 * NS);
+    unsigned char *ring = smb + Sh::ring_off(KW);
+    uint32_t *xs = reinterpret_cast<uint32_t *>(smb + Sh::x_off(KW));
+    const int64_t nsub = w.cols / 32, ng = w.cols >> w.gshift;
+    uint32_t *zeros = xs + nsub * 16;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int tiles = (int)(w.rows / 16), nblk = (int)(w.cols / (32 * SB)), R = nblk / KW;
+    const int tile0 = std::min((int)blockIdx.y * run, tiles), tile1 = std::min(tile0 + run, tiles);
+    const int total = (tile1 - tile0) * R; // K rows of the block = K blocks of each consumer warp
+    const size_t stage = Sh::stage_bytes(KW);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NS; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], (unsigned)KW);
+        }
+        mbar_init_fence();
+    }
+    for (int k = threadIdx.x; k < SB * 16; k += blockDim.x) zeros[k] = 0u;
+    __syncthreads();
+
+    if (warp == KW) { // the producer: K row n of the block into stage n % NS
+        const uint32_t ring_s = smem_addr(ring);
+        const uint32_t wbytes = (uint32_t)KW * Sh::WORD_BYTES, sbytes = (uint32_t)KW * GPB * 2;
+        auto issue = [&](int n) {
+            const int tile = tile0 + n / R, i = n % R, s = n % NS;
+            const uint32_t dst = ring_s + (uint32_t)(s * stage);
+            if (lane == 0) mbar_expect_tx(&full[s], wbytes + 16 * sbytes);
+            __syncwarp();
+            if (lane == 0)
+                bulk_copy_g2s(dst,
+                              static_cast<const uint32_t *>(w.q) +
+                                  ((size_t)tile * nblk + (size_t)i * KW) * 64 * SB,
+                              wbytes, &full[s]);
+            if (lane < 16)
+                bulk_copy_g2s(dst + wbytes + lane * sbytes,
+                              static_cast<const char *>(w.s) +
+                                  (((int64_t)tile * 16 + lane) * ng + (int64_t)i * KW * GPB) * 2,
+                              sbytes, &full[s]);
+        };
+        int n = 0;
+        for (; n < total && n < NS; n++) issue(n); // weights and scales only: no kernel writes them (pdl.cuh)
+        weft_pdl_enter();
+        for (; n < total; n++) {
+            mbar_wait(&empty[n % NS], (uint32_t)(n / NS - 1) & 1u); // the consumers are done with row n − NS
+            issue(n);
+        }
+        return; // (copies may still be in flight: the consumers wait for each before they read or exit)
+    }
+
+    weft_pdl_enter();
+    const int ws = warp;
+    // The row's hi words of this warp's K blocks (the same for every tile): lane l < 16 copies piece l % 4 of
+    // sub-block l / 4 of each.
+    for (int i = 0; i < R && lane < 16; i++) {
+        const int64_t u = (int64_t)(ws + i * KW) * SB + lane / 4;
+        cp_async<16>(xs + u * 16 + 4 * (lane % 4), XF + u * 32 + 4 * (lane % 4), true);
+    }
+    cp_commit();
+    cp_wait<0>();
+    __syncwarp();
+    // B words: lanes g == 0 read the hi words (column 0), every other lane the zero block (column 1 = the
+    // zero lo words, columns 2..7 = zero columns), as the ONE_ROW instance's B. Every address below is a base
+    // plus a constant or a running offset, so the loop recomputes none.
+    const uint32_t *xb0 = g == 0 ? xs + ws * SB * 16 + 4 * t : zeros + 4 * t, *xk = xb0;
+    const int xstep = g == 0 ? KW * SB * 16 : 0; // words from one of this warp's K blocks to its next
+    const unsigned char *st = ring;
+    const int wofs = (ws * 64 * SB + lane * SB) * 4; // the lane's words of row g (+ 32·SB words: g + 8)
+    const int sofs = KW * Sh::WORD_BYTES + (g * KW + ws) * Raw::BYTES, sofs8 = 8 * KW * Raw::BYTES;
+
+    float acc[1][2] = {{0.0f, 0.0f}}, C[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}}, sxg[1] = {0.0f};
+    int i = 0, buf = 0, s = 0;
+    uint32_t ph = 0;
+    int64_t tile = tile0;
+#pragma unroll 1
+    for (int n = 0; n < total; n++) {
+        mbar_wait(&full[s], ph);
+        Stage<MODE, SDT, SB, GPB> S;
+        {
+            const uint4 a = *reinterpret_cast<const uint4 *>(st + wofs),
+                        b = *reinterpret_cast<const uint4 *>(st + wofs + 32 * SB * 4);
+            S.wg[0] = a.x, S.wg[1] = a.y, S.wg[2] = a.z, S.wg[3] = a.w;
+            S.wh[0] = b.x, S.wh[1] = b.y, S.wh[2] = b.z, S.wh[3] = b.w;
+            const uint32_t *sg = reinterpret_cast<const uint32_t *>(st + sofs),
+                           *sh = reinterpret_cast<const uint32_t *>(st + sofs + sofs8);
+#pragma unroll
+            for (int k = 0; k < Raw::N; k++) {
+                S.sg.r[k] = sg[k];
+                S.sh.r[k] = sh[k];
+            }
+        }
+        __syncwarp(); // every lane has its words and scales in registers
+        if (lane == 0) mbar_arrive(&empty[s]);
+        st += stage;
+        if (++s == NS) {
+            s = 0;
+            ph ^= 1u;
+            st = ring;
+        }
+        const int kb = ws + i * KW;
+        uint4 x1[SB];
+        float s1[SB];
+#pragma unroll
+        for (int j = 0; j < SB; j++) {
+            x1[j] = *reinterpret_cast<const uint4 *>(xk + 16 * j);
+            s1[j] = 0.0f;
+        }
+        xk += xstep;
+        q4x_block<MODE, SDT, SB, GPB, 1>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
+        if (++i < R) continue;
+        // The tile's last K row: the warps' sums meet in order, then the epilogue (warp 0).
+        i = 0;
+        xk = xb0;
+        float *rb = sums + buf * (KW - 1) * 64;
+        if (ws > 0) q4_put_sums<1>(rb, ws, acc, lane);
+        bar_sync(1, KW * 32);
+        if (ws == 0) {
+            float v0 = acc[0][0], v1 = acc[0][1];
+            for (int w2 = 1; w2 < KW; w2++) {
+                v0 = __fadd_rn(v0, rb[(w2 - 1) * 64 + lane]);
+                v1 = __fadd_rn(v1, rb[(w2 - 1) * 64 + 32 + lane]);
+            }
+            q4_epi_store(epi, tile, t, 1, g, t, v0, v1);
+        }
+        acc[0][0] = acc[0][1] = 0.0f;
+        buf ^= 1;
+        tile++;
+    }
+#else
+    (void)w, (void)XF, (void)run, (void)epi;
+    __trap(); // launched only on compute capability 9.0 with an sm_90 image (launch_gemv_bulk)
+#endif
+}
+
+template <int SB, int GPB, int KW>
+cudaError_t launch_gemv_bulk_kw(const WDev &d, const weft_cu_xq *xq, const weft_cu_epi &epi,
+                                cudaStream_t st) {
+    using Sh = BulkShape<SB, GPB>;
+    const int64_t tiles = d.rows / 16, nsub = d.cols / 32;
+    const size_t smem = Sh::smem(KW, nsub);
+    auto kernel = gemv_bulk_kernel<SB, GPB, KW>;
+    int64_t slots = 0;
+    const cudaError_t e = resident_blocks(kernel, (KW + 1) * 32, smem, &slots);
+    if (e != cudaSuccess) return e;
+    int64_t run = epi.gemv_run > 0 ? epi.gemv_run : (tiles + slots - 1) / slots, blocks = 1;
+    if (!grid_blocks(tiles, 1, run, blocks)) return cudaErrorNotSupported;
+    return weft_pdl_launch(kernel, dim3(1u, (unsigned)blocks), dim3((unsigned)(KW + 1) * 32), smem, st, d,
+                           (const uint32_t *)xq->f, (int)run, epi);
+}
+
+template <int SB, int GPB>
+cudaError_t launch_gemv_bulk(const WDev &d, const weft_cu_xq *xq, const weft_cu_epi &epi, cudaStream_t st) {
+#ifdef WEFT_CUDA_SM90A
+    constexpr bool has_sm90 = true;
+#else
+    constexpr bool has_sm90 = false;
+#endif
+    const int KW = weft_cu_q4_kw(d.rows, d.cols), nblk = (int)(d.cols / (32 * SB));
+    const int64_t ng = d.cols >> d.gshift;
+    if (!has_sm90 || !weft_wgmma_on() || nblk % KW != 0 || (ng * 2) % 16 != 0) return cudaErrorNotSupported;
+    if (KW == 8) return launch_gemv_bulk_kw<SB, GPB, 8>(d, xq, epi, st);
+    if (KW == 4) return launch_gemv_bulk_kw<SB, GPB, 4>(d, xq, epi, st);
+    return cudaErrorNotSupported;
+}
+
 template <int MODE, int SDT>
 cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, const weft_cu_epi &epi,
                      cudaStream_t st) {
@@ -456,6 +656,11 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
         }
         return cudaErrorNotSupported;
     }
+    if constexpr (q4_f16<MODE> && !q4_affine<MODE>) // the bulk-copy form (epi.gemv_bulk)
+        if (gpb == 4 && epi.gemv_bulk > 0) {
+            const cudaError_t e = launch_gemv_bulk<4, 4>(d, xq, epi, st);
+            if (e != cudaErrorNotSupported || epi.gemv_bulk == 2) return e;
+        }
     if (gpb == 4) return launch_gemv<MODE, SDT, 4, 4, 1, 1>(d, xq, 1, epi, st);
     if (gpb == 2) return launch_gemv<MODE, SDT, 4, 2, 1, 1>(d, xq, 1, epi, st);
     if constexpr (SDT == WEFT_CU_S_F32)
