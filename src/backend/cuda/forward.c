@@ -83,7 +83,7 @@ static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
     e.xb = b->mm_xb_words && !(b->twice & WEFT_CU_T_NO_BULK) ? b->mm_xb : NULL;
     e.xb_words = b->mm_xb_words;
     e.wgmma_deep = (b->twice & WEFT_CU_T_BULK_DEEP) != 0;
-    e.gemv_bulk = (b->twice & WEFT_CU_T_GEMV_BULK) != 0;
+    e.gemv_bulk = (b->twice & WEFT_CU_T_GEMV_BULK8) ? 3 : (b->twice & WEFT_CU_T_GEMV_BULK) ? 1 : 0;
     return e;
 }
 

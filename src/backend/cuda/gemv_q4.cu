@@ -256,7 +256,9 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
                 x1[j] = *reinterpret_cast<const uint4 *>(xk + 32 * j);
                 s1[j] = (q4_affine<MODE> && t == 0) ? xsum[kb * SB + j] : 0.0f;
             }
-            q4x_block<MODE, SDT, SB, GPB, 1>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
+            // (f16 buffers: folded hi-only, q4_fold's HI — the same bits, 8 additions fewer per K block)
+            q4x_block<MODE, SDT, SB, GPB, 1, q4_f16<MODE>>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t,
+                                                           acc, C, sxg);
         } else if constexpr (OCT) {
             q4x_block_o<MODE, SDT, SB, GPB, RQ>(
                 S,
@@ -446,25 +448,24 @@ cudaError_t launch_gemv_sk(const WDev &d, const weft_cu_xq *xq, int M, const wef
 // multiple of KW (every warp has a block in every K row) and scale rows of whole 16-byte pieces (K % 256 ==
 // 0). The row is staged as its hi words only (an f16 buffer's lo words are zero: lanes reading them read a
 // zero block instead, the same B values).
-constexpr int kBulkStages = 4; // K rows in flight per block
-
-template <int SB, int GPB> struct BulkShape {
+// NS: K rows in flight per block (epi.gemv_bulk 1 / 2: 4, 3 / 4: 8 — timing experiments)
+template <int SB, int GPB, int NS> struct BulkShape {
     static constexpr int SCALE_BYTES = 16 * GPB * 2; // per K block: 16 rows × GPB f16 scales
     static constexpr int WORD_BYTES = 64 * SB * 4;   // per K block: the tile's 16 rows of words
-    // shared memory: mbarriers FULL and EMPTY [kBulkStages] each, the warps' sums [2][KW − 1][64], the ring
-    // [kBulkStages][KW words | 16 rows × KW·GPB scales], the row's hi words [nsub][16], a zero block [SB·16]
+    // shared memory: mbarriers FULL and EMPTY [NS] each, the warps' sums [2][KW − 1][64], the ring [NS][KW
+    // words | 16 rows × KW·GPB scales], the row's hi words [nsub][16], a zero block [SB·16]
     static __host__ __device__ size_t stage_bytes(int KW) { return (size_t)KW * (WORD_BYTES + SCALE_BYTES); }
-    static __host__ __device__ size_t ring_off(int KW) { return 16 * kBulkStages + 2 * 64 * 4 * (KW - 1); }
-    static __host__ __device__ size_t x_off(int KW) { return ring_off(KW) + kBulkStages * stage_bytes(KW); }
+    static __host__ __device__ size_t ring_off(int KW) { return 16 * NS + 2 * 64 * 4 * (KW - 1); }
+    static __host__ __device__ size_t x_off(int KW) { return ring_off(KW) + NS * stage_bytes(KW); }
     static __host__ size_t smem(int KW, int64_t nsub) { return x_off(KW) + ((size_t)nsub + SB) * 16 * 4; }
 };
 
-template <int SB, int GPB, int KW>
+template <int SB, int GPB, int KW, int NS>
 __global__ void __launch_bounds__((KW + 1) * 32, 3)
     gemv_bulk_kernel(WDev w, const uint32_t *__restrict__ XF, int run, weft_cu_epi epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int MODE = WEFT_CU_OFF8H, SDT = WEFT_CU_S_F16, NS = kBulkStages;
-    using Sh = BulkShape<SB, GPB>;
+    constexpr int MODE = WEFT_CU_OFF8H, SDT = WEFT_CU_S_F16;
+    using Sh = BulkShape<SB, GPB, NS>;
     using Raw = SRaw<SDT, GPB>;
     extern __shared__ __align__(16) unsigned char smb[];
     unsigned long long *full = reinterpret_cast<unsigned long long *>(smb), *empty = full + NS;
@@ -534,8 +535,9 @@ __global__ void __launch_bounds__((KW + 1) * 32, 3)
     const uint32_t *xb0 = g == 0 ? xs + ws * SB * 16 + 4 * t : zeros + 4 * t, *xk = xb0;
     const int xstep = g == 0 ? KW * SB * 16 : 0; // words from one of this warp's K blocks to its next
     const unsigned char *st = ring;
-    const int wofs = (ws * 64 * SB + lane * SB) * 4; // the lane's words of row g (+ 32·SB words: g + 8)
-    const int sofs = KW * Sh::WORD_BYTES + (g * KW + ws) * Raw::BYTES, sofs8 = 8 * KW * Raw::BYTES;
+    int wofs = (ws * 64 * SB + lane * SB) * 4; // the lane's words of row g (+ 32·SB words: g + 8)
+    int sofs = KW * Sh::WORD_BYTES + (g * KW + ws) * Raw::BYTES;
+    constexpr int sofs8 = 8 * KW * Raw::BYTES;
 
     float acc[1][2] = {{0.0f, 0.0f}}, C[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}}, sxg[1] = {0.0f};
     int i = 0, buf = 0, s = 0;
@@ -543,6 +545,8 @@ __global__ void __launch_bounds__((KW + 1) * 32, 3)
     int64_t tile = tile0;
 #pragma unroll 1
     for (int n = 0; n < total; n++) {
+        // (held in registers: without this ptxas rebuilds both from the thread index in every iteration)
+        asm volatile("" : "+r"(wofs), "+r"(sofs));
         mbar_wait(&full[s], ph);
         Stage<MODE, SDT, SB, GPB> S;
         {
@@ -566,16 +570,14 @@ __global__ void __launch_bounds__((KW + 1) * 32, 3)
             ph ^= 1u;
             st = ring;
         }
-        const int kb = ws + i * KW;
-        uint4 x1[SB];
-        float s1[SB];
-#pragma unroll
-        for (int j = 0; j < SB; j++) {
-            x1[j] = *reinterpret_cast<const uint4 *>(xk + 16 * j);
-            s1[j] = 0.0f;
-        }
+        // K block ws + i·KW: q4x_block's arithmetic on the row's words, its sums folded hi-only (the lo words
+        // of an f16 buffer are zero: q4_fold's HI, the same bits as the hi + lo form)
+        auto xq1 = [&](int, int j, uint4 &xv, float &ls) {
+            xv = *reinterpret_cast<const uint4 *>(xk + 16 * j);
+            ls = 0.0f;
+        };
+        q4x_block_x<MODE, SDT, SB, GPB, 1, decltype(xq1) &, true>(S, xq1, acc, C, sxg);
         xk += xstep;
-        q4x_block<MODE, SDT, SB, GPB, 1>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
         if (++i < R) continue;
         // The tile's last K row: the warps' sums meet in order, then the epilogue (warp 0).
         i = 0;
@@ -601,13 +603,13 @@ __global__ void __launch_bounds__((KW + 1) * 32, 3)
 #endif
 }
 
-template <int SB, int GPB, int KW>
+template <int SB, int GPB, int KW, int NS>
 cudaError_t launch_gemv_bulk_kw(const WDev &d, const weft_cu_xq *xq, const weft_cu_epi &epi,
                                 cudaStream_t st) {
-    using Sh = BulkShape<SB, GPB>;
+    using Sh = BulkShape<SB, GPB, NS>;
     const int64_t tiles = d.rows / 16, nsub = d.cols / 32;
     const size_t smem = Sh::smem(KW, nsub);
-    auto kernel = gemv_bulk_kernel<SB, GPB, KW>;
+    auto kernel = gemv_bulk_kernel<SB, GPB, KW, NS>;
     int64_t slots = 0;
     const cudaError_t e = resident_blocks(kernel, (KW + 1) * 32, smem, &slots);
     if (e != cudaSuccess) return e;
@@ -627,8 +629,13 @@ cudaError_t launch_gemv_bulk(const WDev &d, const weft_cu_xq *xq, const weft_cu_
     const int KW = weft_cu_q4_kw(d.rows, d.cols), nblk = (int)(d.cols / (32 * SB));
     const int64_t ng = d.cols >> d.gshift;
     if (!has_sm90 || !weft_wgmma_on() || nblk % KW != 0 || (ng * 2) % 16 != 0) return cudaErrorNotSupported;
-    if (KW == 8) return launch_gemv_bulk_kw<SB, GPB, 8>(d, xq, epi, st);
-    if (KW == 4) return launch_gemv_bulk_kw<SB, GPB, 4>(d, xq, epi, st);
+    const bool deep = epi.gemv_bulk >= 3;
+    if (KW == 8)
+        return deep ? launch_gemv_bulk_kw<SB, GPB, 8, 8>(d, xq, epi, st)
+                    : launch_gemv_bulk_kw<SB, GPB, 8, 4>(d, xq, epi, st);
+    if (KW == 4)
+        return deep ? launch_gemv_bulk_kw<SB, GPB, 4, 8>(d, xq, epi, st)
+                    : launch_gemv_bulk_kw<SB, GPB, 4, 4>(d, xq, epi, st);
     return cudaErrorNotSupported;
 }
 
@@ -659,7 +666,7 @@ cudaError_t launch_s(const WDev &d, int group, const weft_cu_xq *xq, int M, cons
     if constexpr (q4_f16<MODE> && !q4_affine<MODE>) // the bulk-copy form (epi.gemv_bulk)
         if (gpb == 4 && epi.gemv_bulk > 0) {
             const cudaError_t e = launch_gemv_bulk<4, 4>(d, xq, epi, st);
-            if (e != cudaErrorNotSupported || epi.gemv_bulk == 2) return e;
+            if (e != cudaErrorNotSupported || epi.gemv_bulk % 2 == 0) return e;
         }
     if (gpb == 4) return launch_gemv<MODE, SDT, 4, 4, 1, 1>(d, xq, 1, epi, st);
     if (gpb == 2) return launch_gemv<MODE, SDT, 4, 2, 1, 1>(d, xq, 1, epi, st);

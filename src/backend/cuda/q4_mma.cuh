@@ -144,10 +144,12 @@ __device__ __forceinline__ void q4_fold1(float &acc, float s, float b, float sx,
 // The end of a scale group: its hi + lo sums (C[0] + C[1] for row g, C[2] + C[3] for row g + 8) into the
 // lane's two outputs, q4_fold1's expressions. (Written out rather than through q4_fold1: with the helper,
 // ptxas schedules gemv_q4.cu / mma_q4x.cu / gemm_q4.cu differently — not re-timed, so not taken.)
-template <int MODE>
+// HI: an f16 buffer's product (zero lo words: C[1], C[3] are +0 sums, p = hi + 0 = hi), folded without the
+// additions, as q4_fold1's hi-only callers do.
+template <int MODE, bool HI = false>
 __device__ __forceinline__ void q4_fold(float acc[2], const float C[4], float sg, float sh, float bg,
                                         float bh, float sx) {
-    const float pg = __fadd_rn(C[0], C[1]), ph = __fadd_rn(C[2], C[3]);
+    const float pg = HI ? C[0] : __fadd_rn(C[0], C[1]), ph = HI ? C[2] : __fadd_rn(C[2], C[3]);
     if (q4_affine<MODE>) {
         acc[0] = fmaf(sg, pg, fmaf(bg, sx, acc[0]));
         acc[1] = fmaf(sh, ph, fmaf(bh, sx, acc[1]));
@@ -323,7 +325,7 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
 // ls) gives quad q's B words of sub-block j of the K block (xv) and, AFFINE, the 32-element sum of the lane's
 // activation row t of that quad (ls; 0 for rows past M): where the activations come from (registers, L2,
 // shared memory) is the caller's, the arithmetic is this function's.
-template <int MODE, int SDT, int SB, int GPB, int RQ, class XQ>
+template <int MODE, int SDT, int SB, int GPB, int RQ, class XQ, bool HI = false>
 __device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, XQ &&xq, float (&acc)[RQ][2],
                                             float (&C)[RQ][4], float (&sxg)[RQ]) {
     constexpr int SPB = SB / GPB; // sub-blocks per scale group
@@ -349,7 +351,7 @@ __device__ __forceinline__ void q4x_block_x(const Stage<MODE, SDT, SB, GPB> &S, 
             xq(q, j, xv, ls);
             q4_mma_sub<q4_f16<MODE>>(C[q], Pg, Ph, xv, first);
             if (q4_affine<MODE>) sxg[q] = first ? ls : __fadd_rn(sxg[q], ls);
-            if (last) q4_fold<MODE>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
+            if (last) q4_fold<MODE, HI>(acc[q], C[q], sg, sh, bg, bh, sxg[q]);
         }
     }
 }
@@ -390,27 +392,26 @@ __device__ __forceinline__ void q4x_block_o(const Stage<MODE, SDT, SB, GPB> &S, 
 
 // q4x_block_x with the activations of mma_q4x.cu's and gemv_q4.cu's one-row kernels: RQ == 1, x1 / s1 (the
 // lane's words and sums of the K block, in registers); RQ > 1, quads of rows row0 + 4q + .. read from L2
-// (xlane: the lane's word offset in the prepared rows, XS their sums; zeros past row M).
-template <int MODE, int SDT, int SB, int GPB, int RQ>
+// (xlane: the lane's word offset in the prepared rows, XS their sums; zeros past row M). HI: q4_fold's (an
+// f16 buffer's zero lo words).
+template <int MODE, int SDT, int SB, int GPB, int RQ, bool HI = false>
 __device__ __forceinline__ void
 q4x_block(const Stage<MODE, SDT, SB, GPB> &S, const uint4 (&x1)[SB], const float (&s1)[SB],
           const uint32_t *xlane, const float *__restrict__ XS, int64_t nsub, int M, int row0, int kb, int g,
           int t, float (&acc)[RQ][2], float (&C)[RQ][4], float (&sxg)[RQ]) {
-    q4x_block_x<MODE, SDT, SB, GPB, RQ>(
-        S,
-        [&](int q, int j, uint4 &xv, float &ls) {
-            const int64_t u = (int64_t)kb * SB + j;
-            if (RQ == 1) {
-                xv = x1[j];
-                ls = s1[j];
-            } else {
-                const int xi = row0 + 4 * q + (g >> 1), si = row0 + 4 * q + t;
-                xv = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
-                            : make_uint4(0u, 0u, 0u, 0u);
-                ls = (q4_affine<MODE> && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
-            }
-        },
-        acc, C, sxg);
+    auto xq = [&](int q, int j, uint4 &xv, float &ls) {
+        const int64_t u = (int64_t)kb * SB + j;
+        if (RQ == 1) {
+            xv = x1[j];
+            ls = s1[j];
+        } else {
+            const int xi = row0 + 4 * q + (g >> 1), si = row0 + 4 * q + t;
+            xv = xi < M ? __ldg(reinterpret_cast<const uint4 *>(xlane + ((int64_t)xi * nsub + u) * 32))
+                        : make_uint4(0u, 0u, 0u, 0u);
+            ls = (q4_affine<MODE> && si < M) ? __ldg(XS + (int64_t)si * nsub + u) : 0.0f;
+        }
+    };
+    q4x_block_x<MODE, SDT, SB, GPB, RQ, decltype(xq) &, HI>(S, xq, acc, C, sxg);
 }
 
 // The one-row kernels' staging of a warp's prepared row (mma_q4x.cu's X1S, mma_i8.cu): copies the 32·SB-word
