@@ -481,10 +481,6 @@ int main(int argc, char **argv) {
         if (L.group == 32) check_q4x_f16(L, 48, 96, false);
         check_q4x_f16(L, 1024, 1536, false);
         if (640 % L.group == 0) check_q4x_f16(L, 8448, 640, false);
-        if (L.mode == WEFT_CU_OFF8) { // gemv_q4.cu's bulk copies: 2 K rows of 8 warps, 2 of 4 (528+ tiles)
-            check_q4x_f16(L, 1008, 2048, false);
-            check_q4x_f16(L, 8448, 1024, false);
-        }
     }
     // decode-path timings first (the numbers this session is about): the 8B shapes, fused Q|K|V and gate|up
     for (const Layout &L : kLayouts) {

@@ -36,12 +36,12 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     const size_t nxb = weft_cu_gemm_q4w_xb_words(K, MAXM); // the wgmma GEMM's bulk-copy activations
     uint32_t *dxb = nullptr;
     CK(cudaMalloc(&dxb, nxb * sizeof(uint32_t)));
-    int bad = 0, wg_ran = 0, wg64_ran = 0, wg128_ran = 0, wsk_ran = 0, gemv32_ran = 0, gemvb_ran = 0;
+    int bad = 0, wg_ran = 0, wg64_ran = 0, wg128_ran = 0, wsk_ran = 0, gemv32_ran = 0;
     double worst = 0;
     const bool q4_0 = L.mode == WEFT_CU_OFF8,
                wgmma_layout = q4_0 || (L.group == 64 && L.sdt == WEFT_CU_S_BF16) ||
                               (L.group == 32 && L.sdt == WEFT_CU_S_F16); // the wgmma GEMM's layouts
-    static const char *const gname[17] = {"dispatch",
+    static const char *const gname[13] = {"dispatch",
                                           "mma.sync",
                                           "wgmma",
                                           "cluster-split",
@@ -53,11 +53,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                                           "wgmma bulk copies 128-row tiles",
                                           "wgmma bulk copies, deep ring",
                                           "wgmma bulk copies, deep ring, 64-row tiles",
-                                          "wgmma bulk copies, deep ring, 128-row tiles",
-                                          "gemv_q4.cu bulk copies",
-                                          "gemv_q4.cu bulk copies, 1 tile per block",
-                                          "gemv_q4.cu bulk copies, 3 tiles per block",
-                                          "gemv_q4.cu bulk copies, 8 K rows in flight"};
+                                          "wgmma bulk copies, deep ring, 128-row tiles"};
     int bulk_ran[6] = {0, 0, 0, 0, 0, 0}; // default, 64-row and 128-row tiles; the same in the deep ring
     for (int M : {1, 3, 8, 12, 16, 17, 24, 32, 33, 64, 65, 100, 256, 300}) {
         CK(cudaMemset(xq.f, 0xff, (size_t)MAXM * K * sizeof(uint32_t)));
@@ -70,14 +66,8 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             CK(weft_cu_matmul(&W.w, dxr, K, M, dy, N, bp, accu, 0));
             const std::vector<float> a = dev_download(dy, (size_t)M * N);
             std::vector<float> base;
-            for (int p = 0; p < 17; p++) {
-                if (p >= 13 && M != 1) continue; // the bulk-copy one-row stream: M = 1 only
+            for (int p = 0; p < 13; p++) {
                 weft_cu_epi e = weft_cu_epi_store(dy2, N, bp, accu, N);
-                if (p >=
-                    13) { // alone (2; 16: 8 K rows in flight), on the device's runs, 1 or 3 tiles per block
-                    e.gemv_bulk = p == 16 ? 4 : 2;
-                    e.gemv_run = p == 14 ? 1 : p == 15 ? 3 : 0;
-                }
                 e.wgmma_rows = p == 5 || p == 8 || p == 11 ? 64 : p == 6 || p == 9 || p == 12 ? 128 : 0;
                 e.wgmma_deep = p >= 10;
                 if (p >= 7) { // the bulk copies, their scratch poisoned
@@ -93,12 +83,12 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                 }
                 CK(cudaMemcpy(dy2, y0.data(), nm, cudaMemcpyHostToDevice));
                 if (!accu) CK(cudaMemset(dy2, 0xff, nm));
-                const cudaError_t ge = p == 0              ? weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0)
-                                       : p == 1            ? weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0)
-                                       : p == 2            ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
-                                       : p == 3            ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
-                                       : p == 4 || p >= 13 ? weft_cu_gemv_q4(&W.w, &xq, M, &e, 0)
-                                                           : weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0); // 5..12
+                const cudaError_t ge = p == 0   ? weft_cu_matmul_q4x(&W.w, &xq, M, &e, 0)
+                                       : p == 1 ? weft_cu_gemm_q4x(&W.w, &xq, M, &e, 0)
+                                       : p == 2 ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
+                                       : p == 3 ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
+                                       : p == 4 ? weft_cu_gemv_q4(&W.w, &xq, M, &e, 0)
+                                                : weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0); // 5..12
                 if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
                 wg_ran += p == 2;
@@ -110,7 +100,6 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                     bulk_ran[p - 7] += w0 != 0xffffffffu;
                 }
                 gemv32_ran += p == 4 && M > 16;
-                gemvb_ran += p >= 13;
                 const std::vector<float> gv = dev_download(dy2, (size_t)M * N);
                 if (p == 0) {
                     base = gv;
@@ -145,11 +134,6 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         bad += gemv32_ran == 0;
         EXPECT(gemv32_ran > 0, "%s %lldx%lld: gemv_q4.cu refused 17..32 rows of an f16 buffer", L.name,
                (long long)N, (long long)K);
-    }
-    if (q4_0 && major == 9 && K % 256 == 0 && (K / 128) % weft_cu_q4_kw(N, K) == 0) { // its shapes (sm_90)
-        bad += gemvb_ran != 8;
-        EXPECT(gemvb_ran == 8, "%s %lldx%lld: gemv_q4.cu's bulk-copy form ran %d of 8 times at M = 1", L.name,
-               (long long)N, (long long)K, gemvb_ran);
     }
     if (q4_0 && major == 9 && K % 128 == 0) {
         bool all = true;
@@ -233,19 +217,6 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                 " M=%d %.3f (%.1f) / %.3f (%.1f) / %.3f (%.1f) / bulk %.3f (%.1f) / %.3f (%.1f) / deep %.3f "
                 "(%.1f) / %.3f (%.1f)",
                 M, th, f / th, t6, f / t6, tb, f / tb, u6, f / u6, ub, f / ub, v6, f / v6, vb, f / vb);
-        }
-        weft_cu_epi eb = e, eb8 = e; // one row: per-lane copies against bulk copies (cold: the L2 flushed)
-        eb.gemv_bulk = 2;
-        eb8.gemv_bulk = 4;
-        if (weft_cu_gemv_q4(&W.w, &xq, 1, &eb, 0) == cudaSuccess) {
-            const double tl = time_ms([&] { weft_cu_gemv_q4(&W.w, &xq, 1, &e, 0); }, 3, 20, flush);
-            const double tk = time_ms([&] { weft_cu_gemv_q4(&W.w, &xq, 1, &eb, 0); }, 3, 20, flush);
-            const double t8 = time_ms([&] { weft_cu_gemv_q4(&W.w, &xq, 1, &eb8, 0); }, 3, 20, flush);
-            const double gb = (double)W.w.bytes / 1e6;
-            printf(
-                "\n    one row f16, ms (GB/s) per-lane copies %.4f (%.0f) / bulk copies %.4f (%.0f) / 8 rows "
-                "in flight %.4f (%.0f)",
-                tl, gb / tl, tk, gb / tk, t8, gb / t8);
         }
         weft_cu_epi ep = e;
         ep.part = dpart;

@@ -74,12 +74,6 @@ __device__ __forceinline__ __attribute__((unused)) void mbar_expect_tx(unsigned 
                  : "memory");
 #endif
 }
-// One plain arrival on mb (release: this thread's earlier shared-memory reads are done before it counts).
-__device__ __forceinline__ __attribute__((unused)) void mbar_arrive(unsigned long long *mb) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(mb)) : "memory");
-#endif
-}
 // A bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst,
 // completing as transaction bytes on mb (announced there by mbar_expect_tx).
 __device__ __forceinline__ __attribute__((unused)) void

@@ -149,11 +149,6 @@ typedef struct weft_cu_epi {
     /* tests only: tiles per block of weft_cu_gemv_q4 (0 = from the device's occupancy and SM count); the
      * same bits for every value */
     int gemv_run;
-    /* timing and tests only, the same bits: one row of Q4_0 on an f16 buffer on gemv_q4.cu's bulk-copy form
-     * (sm_90 builds on compute capability 9.0, K a multiple of 256 and of 128·KW) — 0 = not, 1 = where it
-     * takes the product, 2 = only it (cudaErrorNotSupported where it does not); 3, 4: the same with 8 K rows
-     * in flight per block instead of 4 */
-    int gemv_bulk;
     /* timing experiments only (WEFT_CU_T_NO_SPLIT): few rows without the cluster-split
      * GEMM (weft_cu_gemm_q4s); the same bits */
     int no_split;

@@ -131,9 +131,7 @@ enum {
     WEFT_CU_T_NO_BULK = 262144,      /* not a stage: the f16 wgmma GEMM with per-thread copies (no epi.xb) */
     WEFT_CU_T_BULK_DEEP = 524288,    /* not a stage: the bulk copies into a deeper ring (epi.wgmma_deep) */
     WEFT_CU_T_ATTN_WG = 1048576,     /* not a stage: the f16 prefill attention tiles on wgmma (warps -8) */
-    WEFT_CU_T_ATTN_WG2 = 2097152,    /* not a stage: the same with P·V in two accumulator sets (warps -7) */
-    WEFT_CU_T_GEMV_BULK = 4194304,   /* not a stage: one-row Q4_0 f16 products on the bulk-copy stream */
-    WEFT_CU_T_GEMV_BULK8 = 8388608   /* not a stage: the same with 8 K rows in flight per block */
+    WEFT_CU_T_ATTN_WG2 = 2097152     /* not a stage: the same with P·V in two accumulator sets (warps -7) */
 };
 
 #endif
