@@ -92,7 +92,7 @@ template <int P> __device__ __forceinline__ void group_sync(int p, int nt) {
 // share an L1 line that this block read before that block wrote it) and returns the counter to zero.
 // part: shared memory of kNormT / 32 + 2 floats that no warp reads any more.
 constexpr int kNormT = 256;
-__device__ __noinline__ void gemv_norm_tail(const weft_cu_epi &epi, int64_t n, float *part) {
+__device__ __forceinline__ void gemv_norm_tail(const weft_cu_epi &epi, int64_t n, float *part) {
     int *last = reinterpret_cast<int *>(part + kNormT / 32 + 1);
     __threadfence();
     __syncthreads(); // (also: every warp is done with the sums buffers that part overlaps)
