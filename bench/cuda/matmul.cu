@@ -6,7 +6,6 @@
 // Usage: bench_cuda_matmul [N K]   (default: the Llama-3.1-8B FFN shape 14336 x 4096, plus a check shape)
 #include "matmul_common.cuh"
 #include "matmul_f16.cuh"
-#include "matmul_norm.cuh"
 
 namespace {
 
@@ -481,9 +480,6 @@ int main(int argc, char **argv) {
             for (int64_t K : {128, 384, 640}) check_q4x_f16(L, 1008, K, false);
         if (L.group == 32) check_q4x_f16(L, 48, 96, false);
         check_q4x_f16(L, 1024, 1536, false);
-        // the batch-1 norm epilogue: fused (1,024 and 4,096 rows of 8 warps), its own kernel (fewer rows: a
-        // 128-thread norm; 8,448 rows: 4 warps per tile; the MLX layouts)
-        for (const int64_t n : {1024, 4096, 512, 8448}) check_norm_epilogue(L, n, n == 4096 ? 14336 : 1024);
         if (640 % L.group == 0) check_q4x_f16(L, 8448, 640, false);
     }
     // decode-path timings first (the numbers this session is about): the 8B shapes, fused Q|K|V and gate|up

@@ -356,10 +356,8 @@ static size_t mm_part_floats(const cu_backend *b, const mat_ref *mats, int n_mat
     return m;
 }
 
-/* weft_cu_attention_decode's arrival counters, then the one-row matmuls' norm counter
- * (weft_cu_epi.norm_count) */
 static size_t attn_counters_bytes(const cu_backend *b) {
-    return ((size_t)weft_cu_attention_decode_counters(kDecodeRows, (int)b->Hkv) + 1) * sizeof(int);
+    return (size_t)weft_cu_attention_decode_counters(kDecodeRows, (int)b->Hkv) * sizeof(int);
 }
 
 static weft_status alloc_activations(cu_backend *b, weft_err *err) {
@@ -392,7 +390,6 @@ static weft_status alloc_activations(cu_backend *b, weft_err *err) {
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if ((st = cu_alloc(&b->allocs, acts[i].p, acts[i].bytes, "activations", err))) return st;
     CU_TRY(cudaMemset(b->attn_counters, 0, attn_counters_bytes(b)), "attention counters");
-    b->norm_counter = b->attn_counters + weft_cu_attention_decode_counters(kDecodeRows, (int)b->Hkv);
     /* (on the legacy stream; the forwards' non-blocking stream does not wait for it) */
     CU_TRY(cudaDeviceSynchronize(), "zeroing the attention counters");
     CU_TRY(cudaMallocHost((void **)&b->h_rows, R * sizeof(weft_cu_row)), "pinned row table");

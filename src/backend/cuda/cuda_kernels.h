@@ -179,19 +179,6 @@ typedef struct weft_cu_epi {
      * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
      * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */
     int gemm;
-    /* optional, one row (batch-1 decode, STORE into y[0] alone): after the product is stored, the RMSNorm of
-     * y[0]'s row 0 (`rows` outputs) into norm_y [rows] fp32 and the prepared words norm_xq (K = rows) —
-     * exactly weft_cu_rmsnorm_xq(norm_y, rows, y[0], ld[0], NULL, norm_w, 1, rows, norm_eps, &norm_xq) —
-     * inside gemv_q4.cu's one-row stream by its last block to finish (after an arrival on *norm_count: an int
-     * that is zero before the launch and zero again after it) where that kernel takes the product and its
-     * block has the norm's thread count (weft_norm_threads), else as that kernel right after the product. The
-     * same bits either way; NULL norm_count = no norm. (Batch-1 decode: the next layer's or the FFN's norm
-     * without a kernel boundary of its own, bench/NOTES.md session 20.) */
-    int *norm_count;
-    float *norm_y;
-    const float *norm_w;
-    float norm_eps;
-    weft_cu_xq norm_xq;
 } weft_cu_epi;
 weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bias, int accumulate, int64_t rows);
 

@@ -49,8 +49,6 @@ typedef struct cu_backend {
     int *attn_counters;    /* weft_cu_attention_decode's arrival counters, zero between launches (these and
                               attn_scratch assume the backend's one stream; a stream per slot would need a set
                               each) */
-    int *norm_counter;     /* the one-row matmuls' norm arrival counter (weft_cu_epi.norm_count): zero between
-                              launches, in the attention counters' allocation */
     /* activations prepared for the 4-bit matmul (weft_cu_xq): two buffers of max_rows rows of up to
      * xq_k = max(H, Hq·d, I) elements (forward.c: xq_of, xq_down) */
     uint32_t *xq_f;
@@ -133,9 +131,7 @@ enum {
     WEFT_CU_T_NO_BULK = 262144,      /* not a stage: the f16 wgmma GEMM with per-thread copies (no epi.xb) */
     WEFT_CU_T_BULK_DEEP = 524288,    /* not a stage: the bulk copies into a deeper ring (epi.wgmma_deep) */
     WEFT_CU_T_ATTN_WG = 1048576,     /* not a stage: the f16 prefill attention tiles on wgmma (warps -8) */
-    WEFT_CU_T_ATTN_WG2 = 2097152,    /* not a stage: the same with P·V in two accumulator sets (warps -7) */
-    WEFT_CU_T_NO_NORM_FUSE = 4194304 /* not a stage: batch-1 norms as their own kernels, not in the o and down
-                                        projections' last blocks (weft_cu_epi.norm_count) */
+    WEFT_CU_T_ATTN_WG2 = 2097152     /* not a stage: the same with P·V in two accumulator sets (warps -7) */
 };
 
 #endif

@@ -102,39 +102,17 @@ static bool wants_xq(const cu_backend *b, const weft_cu_weight *w) {
 }
 
 /* Y = X·Wᵀ (+ bias) (+= with accumulate): on prepared activations when the weight reads them (the caller
- * prepared X into the xq buffer), else on fp32 X. Both give the same bits (cuda_kernels.h). With norm_w (one
- * row, a weight that reads prepared activations: fuses_norm): then xb = RMSNorm(Y) with those weights and
- * its prepared words, as norm() makes them — in the matmul's last block (weft_cu_epi.norm_count). */
-static weft_status mm_norm(cu_backend *b, const weft_cu_weight *w, const float *X, int64_t ldx, int n,
-                           float *Y, int64_t ldy, const float *bias, int accumulate, const float *norm_w,
-                           const char *what, weft_err *err) {
+ * prepared X into the xq buffer), else on fp32 X. Both give the same bits (cuda_kernels.h). */
+static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, int64_t ldx, int n, float *Y,
+                      int64_t ldy, const float *bias, int accumulate, const char *what, weft_err *err) {
     if (wants_xq(b, w)) {
         const weft_cu_xq xq = X == b->g ? xq_down(b) : xq_of(b, w->cols);
-        weft_cu_epi e = cu_epi_knobs(b, weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows));
-        if (norm_w) {
-            e.norm_count = b->norm_counter;
-            e.norm_y = b->xb;
-            e.norm_w = norm_w;
-            e.norm_eps = b->eps;
-            e.norm_xq = xq_of(b, b->H);
-        }
+        const weft_cu_epi e = cu_epi_knobs(b, weft_cu_epi_store(Y, ldy, bias, accumulate, w->rows));
         LAUNCH(weft_cu_matmul_q4x(w, &xq, n, &e, b->stream), what);
         return WEFT_OK;
     }
     LAUNCH(weft_cu_matmul(w, X, ldx, n, Y, ldy, bias, accumulate, b->stream), what);
     return WEFT_OK;
-}
-
-static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, int64_t ldx, int n, float *Y,
-                      int64_t ldy, const float *bias, int accumulate, const char *what, weft_err *err) {
-    return mm_norm(b, w, X, ldx, n, Y, ldy, bias, accumulate, NULL, what, err);
-}
-
-/* Whether the norm that follows w's product (into the residual x, one row) runs inside it (mm_norm): batch-1
- * decode, a weight on prepared activations, a consumer that reads them (xq), unless WEFT_CU_T_NO_NORM_FUSE.
- * The same bits either way (bench/NOTES.md session 20). */
-static bool fuses_norm(const cu_backend *b, const weft_cu_weight *w, int n, bool xq) {
-    return n == 1 && xq && wants_xq(b, w) && !(b->twice & WEFT_CU_T_NO_NORM_FUSE);
 }
 
 /* Y = RMSNorm(X), also into the xq buffer when a consumer reads prepared activations. */
@@ -232,13 +210,11 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
     const int64_t H = b->H, d = b->d, qd = b->Hq * d, kvd = b->Hkv * d, I = b->I;
     const float scale = 1.0f / sqrtf((float)d);
     LAUNCH(weft_cu_embed(&b->embed, b->d_rows, n, b->x, st), "embedding");
-    bool normed = false; /* the layer's attention norm was made by the previous down projection */
     for (int64_t l = 0; l < b->L; l++) {
         const cu_layer *ly = &b->layers[l];
         const bool xq_qkv = ly->qkv || wants_xq(b, &ly->wq) || wants_xq(b, &ly->wk) || wants_xq(b, &ly->wv);
-        if (!normed)
-            STAGE(WEFT_CU_T_NORM,
-                  STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, "attention norm", err)));
+        STAGE(WEFT_CU_T_NORM,
+              STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, "attention norm", err)));
         if (ly->qkv) { /* one matrix, outputs split into q, k, v */
             const weft_cu_xq xq = xq_of(b, H);
             const weft_cu_epi e = cu_epi_knobs(b, (weft_cu_epi){.mode = WEFT_CU_EPI_STORE,
@@ -262,12 +238,10 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         }
         if (!fused) STEP(attn_separate(b, n, (int)l, scale, err));
         if (!prepped) STAGE(WEFT_CU_T_PREP, STEP(prep(b, &ly->wo, b->att, n, err)));
-        const bool xq_ffn = ly->gu || wants_xq(b, &ly->wg) || wants_xq(b, &ly->wu);
-        const bool ffn_in_o = fuses_norm(b, &ly->wo, n, xq_ffn); /* the ffn norm in the o projection */
-        STAGE(WEFT_CU_T_O, STEP(mm_norm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1,
-                                        ffn_in_o ? ly->ffn_norm : NULL, "o projection", err)));
-        if (!ffn_in_o)
-            STAGE(WEFT_CU_T_NORM, STEP(norm(b, b->xb, b->x, NULL, ly->ffn_norm, n, xq_ffn, "ffn norm", err)));
+        STAGE(WEFT_CU_T_O, STEP(mm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1, "o projection", err)));
+        STAGE(WEFT_CU_T_NORM,
+              STEP(norm(b, b->xb, b->x, NULL, ly->ffn_norm, n,
+                        ly->gu || wants_xq(b, &ly->wg) || wants_xq(b, &ly->wu), "ffn norm", err)));
         /* The down projection's prepared words come from the SwiGLU epilogue when it needs no sums. */
         const bool down_words = ly->gu && wants_xq(b, &ly->wd) && ly->wd.mode != WEFT_CU_AFFINE;
         if (ly->gu) { /* gate|up interleaved by 8: SwiGLU in the epilogue, into g */
@@ -285,14 +259,7 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
             LAUNCH(weft_cu_swiglu(b->g, b->u, (int64_t)n * I, st), "swiglu");
         }
         if (!down_words) STAGE(WEFT_CU_T_PREP, STEP(prep(b, &ly->wd, b->g, n, err)));
-        /* the next layer's attention norm in the down projection (the last layer's final norm stays apart:
-         * it takes the drawn rows) */
-        const cu_layer *nx = l + 1 < b->L ? &b->layers[l + 1] : NULL;
-        const bool xq_next =
-            nx && (nx->qkv || wants_xq(b, &nx->wq) || wants_xq(b, &nx->wk) || wants_xq(b, &nx->wv));
-        normed = nx && fuses_norm(b, &ly->wd, n, xq_next);
-        STAGE(WEFT_CU_T_DOWN, STEP(mm_norm(b, &ly->wd, b->g, I, n, b->x, H, NULL, 1,
-                                           normed ? nx->attn_norm : NULL, "down projection", err)));
+        STAGE(WEFT_CU_T_DOWN, STEP(mm(b, &ly->wd, b->g, I, n, b->x, H, NULL, 1, "down projection", err)));
     }
     return WEFT_OK;
 }

@@ -29,7 +29,6 @@
 #include "cuda_kernels.h"
 #include "q4_mma.cuh"
 #include "pdl.cuh"
-#include "rmsnorm.cuh"
 
 namespace {
 
@@ -83,29 +82,6 @@ template <int P> __device__ __forceinline__ void group_sync(int p, int nt) {
     } else {
         asm volatile("bar.sync %0, %1;" ::"r"(p + 1), "r"(nt) : "memory");
     }
-}
-
-// The one-row stream's epi.norm (cuda_kernels.h): the RMSNorm of the product's row y[0][0 .. n) by the
-// block that finishes last, in weft_rmsnorm_row's order (rmsnorm_kernel<kNormT>'s: the launcher runs it only
-// with blocks of kNormT threads, and for n whose norm takes kNormT). Every thread's stores are visible
-// device-wide before its block counts; the last block reads the row through L2 (another block's tile may
-// share an L1 line that this block read before that block wrote it) and returns the counter to zero.
-// part: shared memory of kNormT / 32 + 2 floats that no warp reads any more.
-constexpr int kNormT = 256;
-__device__ __forceinline__ void gemv_norm_tail(const weft_cu_epi &epi, int64_t n, float *part) {
-    int *last = reinterpret_cast<int *>(part + kNormT / 32 + 1);
-    __threadfence();
-    __syncthreads(); // (also: every warp is done with the sums buffers that part overlaps)
-    if (threadIdx.x == 0) *last = atomicAdd(epi.norm_count, 1) == (int)(gridDim.x * gridDim.y) - 1;
-    __syncthreads();
-    if (!*last) return;
-    __threadfence();
-    const float *x = epi.y[0];
-    const float4 none[4] = {};
-    weft_rmsnorm_row<kNormT>([&](int i) { return __ldcg(x + i); }, epi.norm_y, epi.norm_w, (int)n,
-                             epi.norm_eps, epi.norm_xq.f, epi.norm_xq.s, epi.norm_xq.f16 != 0, 0,
-                             (int)(n / 8), false, none, part);
-    if (threadIdx.x == 0) *epi.norm_count = 0;
 }
 
 // Grid: (row blocks, B); block (x, y) takes activation rows 4·RQ·x .. + 4·RQ − 1 and its P groups are the
@@ -342,8 +318,6 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         buf ^= 1;
         tile++;
     }
-    if constexpr (ONE_ROW)
-        if (epi.norm_count) gemv_norm_tail(epi, w.rows, red);
 }
 
 // For a launch of `kernel` with `threads` threads and smem bytes of dynamic shared memory: the kernel's limit
@@ -406,11 +380,6 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_c
         }
     }
     if (!grid_blocks(tiles, P, run, blocks)) return cudaErrorNotSupported;
-    // epi.norm: in the last block (one row, blocks of the norm's threads, a norm of kNormT threads), else
-    // refused here (the caller runs the product without it, then the norm kernel)
-    if (epi.norm_count && !(ONE_ROW && KW * 32 == kNormT && weft_norm_threads((int)d.rows) == kNormT &&
-                            epi.mode == WEFT_CU_EPI_STORE && epi.end[0] == d.rows && d.rows < INT32_MAX))
-        return cudaErrorNotSupported;
     return weft_pdl_launch(kernel, dim3((unsigned)rblocks, (unsigned)blocks), dim3(KW * P * 32), smem, st, d,
                            (const uint32_t *)xq->f, (const float *)xq->s, M, (int)run, KW, epi);
 }
@@ -502,7 +471,6 @@ extern "C" cudaError_t weft_cu_gemv_q4(const weft_cu_weight *w, const weft_cu_xq
                                        const weft_cu_epi *epi, cudaStream_t stream) {
     if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue;
-    if (epi->norm_count && M != 1) return cudaErrorNotSupported; // (epi.norm: one row)
     const WDev d = wdev(w);
     return q4_dispatch(w, xq, [&](auto mode, auto sdt) {
         return launch_s<decltype(mode)::value, decltype(sdt)::value>(d, w->group, xq, M, *epi, stream);

@@ -255,9 +255,9 @@ extern "C" weft_cu_epi weft_cu_epi_store(float *Y, int64_t ldy, const float *bia
     return e;
 }
 
-// weft_cu_matmul_q4x without epi.norm: the kernel for the shape.
-static cudaError_t q4x_paths(const weft_cu_weight *w, const weft_cu_xq *xq, int M, const weft_cu_epi *epi,
-                             cudaStream_t stream) {
+extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
+                                          const weft_cu_epi *epi, cudaStream_t stream) {
+    if (M <= 0) return cudaSuccess;
     if (!q4x_args_ok(w, xq, epi)) return cudaErrorInvalidValue; // (Q4F rows are multiples of 16)
     // Many rows (prefill chunks): the shared-memory GEMM (gemm_q4.cu), same bits; it refuses the layouts it
     // does not take (cudaErrorNotSupported) and the kernels here run them.
@@ -304,24 +304,4 @@ static cudaError_t q4x_paths(const weft_cu_weight *w, const weft_cu_xq *xq, int 
     return q4_dispatch(w, xq, [&](auto mode, auto sdt) {
         return launch_g<decltype(mode)::value, decltype(sdt)::value>(d, w->group, xq, M, *epi, stream);
     });
-}
-
-extern "C" cudaError_t weft_cu_matmul_q4x(const weft_cu_weight *w, const weft_cu_xq *xq, int M,
-                                          const weft_cu_epi *epi, cudaStream_t stream) {
-    if (M <= 0) return cudaSuccess;
-    if (!epi->norm_count) return q4x_paths(w, xq, M, epi, stream);
-    // epi.norm (one row, one STORE segment): in the one-row stream's last block — the kernel q4x_paths takes
-    // at one row of Q4_0 — where it takes it, else the norm kernel right after the product
-    if (M != 1 || epi->mode != WEFT_CU_EPI_STORE || epi->end[0] != w->rows || !epi->norm_y)
-        return cudaErrorInvalidValue;
-    if (w->mode == WEFT_CU_OFF8 && !epi->no_gemv) {
-        const cudaError_t e = weft_cu_gemv_q4(w, xq, 1, epi, stream);
-        if (e != cudaErrorNotSupported) return e;
-    }
-    weft_cu_epi e = *epi;
-    e.norm_count = NULL;
-    const cudaError_t st = q4x_paths(w, xq, 1, &e, stream);
-    if (st != cudaSuccess) return st;
-    return weft_cu_rmsnorm_xq(epi->norm_y, w->rows, epi->y[0], epi->ld[0], NULL, epi->norm_w, 1, (int)w->rows,
-                              epi->norm_eps, &epi->norm_xq, stream);
 }

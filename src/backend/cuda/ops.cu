@@ -11,7 +11,8 @@ template <int T>
 __global__ void __launch_bounds__(T)
     rmsnorm_kernel(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *__restrict__ rowmap,
                    const float *__restrict__ w, int n, float eps, uint32_t *F, float *S, bool f16) {
-    __shared__ float part[T / 32 + 1];
+    __shared__ float part[T / 32];
+    __shared__ float inv_s;
     const int r = blockIdx.x, t = threadIdx.x;
     // With F, block y of gridDim.y writes the chunks (8 elements) [c0, c1) of the row — a multiple of 4 each,
     // so a sub-block's four chunks stay in consecutive lanes — after the same full-row reduction as every
@@ -32,9 +33,47 @@ __global__ void __launch_bounds__(T)
     }
     weft_pdl_enter();
     const float *x = X + (int64_t)(rowmap ? rowmap[r] : r) * ldx;
-    weft_rmsnorm_row<T>([&](int i) { return x[i]; }, Y + (int64_t)r * ldy, w, n, eps,
-                        F ? F + (int64_t)r * n : nullptr, F ? S + (int64_t)r * (n / 32) : nullptr, f16, c0,
-                        c1, wpre, wv, part);
+    float *y = Y + (int64_t)r * ldy;
+    float ss = 0.0f;
+    for (int i = t; i < n; i += T) ss = fmaf(x[i], x[i], ss);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, off));
+    if ((t & 31) == 0) part[t >> 5] = ss;
+    __syncthreads();
+    if (t == 0) {
+        float tot = part[0];
+        for (int i = 1; i < T / 32; i++) tot = __fadd_rn(tot, part[i]);
+        inv_s = 1.0f / sqrtf(tot / (float)n + eps);
+    }
+    __syncthreads();
+    const float inv = inv_s;
+    if (F) { // the prepared copy for the 4-bit matmul (weft_cu_xq): chunks of 8 elements, warp-uniform loop;
+             // each chunk's y values are stored here too (the same expression as the loop below)
+        const int lane = t & 31;
+        uint32_t *Fr = F + (int64_t)r * n;
+        float *Sr = S + (int64_t)r * (n / 32);
+        for (int base = c0 + t - lane, j = 0; base < c1; base += T, j++) {
+            const int c = base + lane;
+            const bool ok = c < c1;
+            float v[8], wk[8];
+            if (wpre) {
+                const float4 a = j == 0 ? wv[0] : wv[2], b = j == 0 ? wv[1] : wv[3];
+                wk[0] = a.x, wk[1] = a.y, wk[2] = a.z, wk[3] = a.w, wk[4] = b.x, wk[5] = b.y, wk[6] = b.z,
+                wk[7] = b.w;
+            }
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int k = 8 * (ok ? c : 0) + e; // the same expression as y[i] below
+                const float wke = wpre ? wk[e] : w ? w[k] : 1.0f;
+                v[e] = w ? wke * (x[k] * inv) : x[k] * inv;
+                if (ok) y[k] = v[e];
+            }
+            const float s = q4_prep_chunk(v, Fr + (ok ? c >> 2 : 0) * 32, c & 3, ok, f16);
+            if (ok && (c & 3) == 0) Sr[c >> 2] = s;
+        }
+        return;
+    }
+    for (int i = t; i < n; i += T) y[i] = w ? w[i] * (x[i] * inv) : x[i] * inv;
 }
 
 // One block per (row, group of kRopeHeads heads of q|k): thread (i, h) rotates pair i of head h (the angle is
