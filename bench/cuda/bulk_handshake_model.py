@@ -109,7 +109,7 @@ def check(nblk, NS, bulk_consumer_arrive_cond=lambda i, NS, n: i + NS < n, prod_
     return len(seen), terminal_ok, errors
 
 ok = True
-for NS in (2, 3, 4, 6):  # 2 / 3: the bulk copies; 4 / 6: the deep ring (epi.wgmma_deep)
+for NS in (2, 3, 4, 6):  # 2 / 3: the bulk copies; 4 / 6: deeper rings (session 18's, removed in session 20)
     for nblk in range(0, 9):
         n, t, e = check(nblk, NS)
         print('NS=%d nblk=%d states=%d terminal=%d errors=%d' % (NS, nblk, n, t, len(e)))

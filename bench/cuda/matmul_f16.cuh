@@ -41,7 +41,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     const bool q4_0 = L.mode == WEFT_CU_OFF8,
                wgmma_layout = q4_0 || (L.group == 64 && L.sdt == WEFT_CU_S_BF16) ||
                               (L.group == 32 && L.sdt == WEFT_CU_S_F16); // the wgmma GEMM's layouts
-    static const char *const gname[13] = {"dispatch",
+    static const char *const gname[10] = {"dispatch",
                                           "mma.sync",
                                           "wgmma",
                                           "cluster-split",
@@ -50,11 +50,8 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                                           "wgmma 128-row tiles",
                                           "wgmma bulk copies",
                                           "wgmma bulk copies 64-row tiles",
-                                          "wgmma bulk copies 128-row tiles",
-                                          "wgmma bulk copies, deep ring",
-                                          "wgmma bulk copies, deep ring, 64-row tiles",
-                                          "wgmma bulk copies, deep ring, 128-row tiles"};
-    int bulk_ran[6] = {0, 0, 0, 0, 0, 0}; // default, 64-row and 128-row tiles; the same in the deep ring
+                                          "wgmma bulk copies 128-row tiles"};
+    int bulk_ran[3] = {0, 0, 0}; // default, 64-row and 128-row tiles
     for (int M : {1, 3, 8, 12, 16, 17, 24, 32, 33, 64, 65, 100, 256, 300}) {
         CK(cudaMemset(xq.f, 0xff, (size_t)MAXM * K * sizeof(uint32_t)));
         CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
@@ -66,10 +63,9 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             CK(weft_cu_matmul(&W.w, dxr, K, M, dy, N, bp, accu, 0));
             const std::vector<float> a = dev_download(dy, (size_t)M * N);
             std::vector<float> base;
-            for (int p = 0; p < 13; p++) {
+            for (int p = 0; p < 10; p++) {
                 weft_cu_epi e = weft_cu_epi_store(dy2, N, bp, accu, N);
-                e.wgmma_rows = p == 5 || p == 8 || p == 11 ? 64 : p == 6 || p == 9 || p == 12 ? 128 : 0;
-                e.wgmma_deep = p >= 10;
+                e.wgmma_rows = p == 5 || p == 8 ? 64 : p == 6 || p == 9 ? 128 : 0;
                 if (p >= 7) { // the bulk copies, their scratch poisoned
                     e.xb = dxb;
                     e.xb_words = nxb;
@@ -140,10 +136,8 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         for (const int n : bulk_ran) all = all && n > 0;
         bad += !all;
         EXPECT(all,
-               "%s %lldx%lld: the wgmma GEMM's bulk copies ran %d / %d / %d times (default / 64 / 128 rows), "
-               "in the deep ring %d / %d / %d",
-               L.name, (long long)N, (long long)K, bulk_ran[0], bulk_ran[1], bulk_ran[2], bulk_ran[3],
-               bulk_ran[4], bulk_ran[5]);
+               "%s %lldx%lld: the wgmma GEMM's bulk copies ran %d / %d / %d times (default / 64 / 128 rows)",
+               L.name, (long long)N, (long long)K, bulk_ran[0], bulk_ran[1], bulk_ran[2]);
     }
     if (wgmma_layout && major == 9 && K % 128 == 0) {
         bad += wsk_ran == 0;
@@ -194,15 +188,13 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
         CK(weft_cu_xq_prep(dx, K, MAXM, &xh, 0));
         printf(
             "\n    wgmma GEMM, ms (TFLOP/s) hi/lo / f16 64-row tiles / f16 128-row tiles / with bulk copies "
-            "64 / 128 / deep ring 64 / 128:");
+            "64 / 128:");
         weft_cu_epi e64 = e, e128 = e;
         e64.wgmma_rows = 64;
         e128.wgmma_rows = 128;
         weft_cu_epi b64 = e64, b128 = e128; // with the bulk copies (the activations' rewrite included)
         b64.xb = b128.xb = dxb;
         b64.xb_words = b128.xb_words = nxb;
-        weft_cu_epi d64 = b64, d128 = b128; // and in the deep ring
-        d64.wgmma_deep = d128.wgmma_deep = 1;
         for (const int M : {64, 128, 256, 512, 1024, 2048}) {
             if (weft_cu_gemm_q4w(&W.w, &xh, M, &e, 0) != cudaSuccess) break;
             const double th = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xh, M, &e, 0); }, 1, 5, flush);
@@ -210,13 +202,9 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             const double tb = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &e128, 0); }, 1, 5, flush);
             const double u6 = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &b64, 0); }, 1, 5, flush);
             const double ub = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &b128, 0); }, 1, 5, flush);
-            const double v6 = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &d64, 0); }, 1, 5, flush);
-            const double vb = time_ms([&] { weft_cu_gemm_q4w(&W.w, &xq, M, &d128, 0); }, 1, 5, flush);
             const double f = 2.0 * M * N * K / 1e9;
-            printf(
-                " M=%d %.3f (%.1f) / %.3f (%.1f) / %.3f (%.1f) / bulk %.3f (%.1f) / %.3f (%.1f) / deep %.3f "
-                "(%.1f) / %.3f (%.1f)",
-                M, th, f / th, t6, f / t6, tb, f / tb, u6, f / u6, ub, f / ub, v6, f / v6, vb, f / vb);
+            printf(" M=%d %.3f (%.1f) / %.3f (%.1f) / %.3f (%.1f) / bulk %.3f (%.1f) / %.3f (%.1f)", M, th,
+                   f / th, t6, f / t6, tb, f / tb, u6, f / u6, ub, f / ub);
         }
         weft_cu_epi ep = e;
         ep.part = dpart;

@@ -4,7 +4,7 @@
 #   bash bench/cuda/same_call.sh            # carry/: wefts.tar.xz (weft [+ weft_<variant>...]), libs.tar.xz,
 #                                           #         tok128k.json.xz, llamacpp-src.tar.xz (bench/NOTES.md session 18)
 # WEFT_AB="weft weft_x": binaries alternated twice on batch-1 decode + 16 streams before the table.
-# WEFT_KNOBS="0 524288": WEFT_CUDA_TIMING_TWICE masks for the prefill 2k / 8k A/B of the weft binary
+# WEFT_KNOBS="0 131072": WEFT_CUDA_TIMING_TWICE masks for the prefill 2k / 8k A/B of the weft binary
 # (WEFT_PP_BINS="weft weft_x": of each of those binaries).
 # WEFT_PRE="bash carry/x.sh": a command run after the setup, before the table (harnesses while llama.cpp builds).
 # Logs: $OUT/logs.tar.xz. About 350 s.

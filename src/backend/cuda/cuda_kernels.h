@@ -172,9 +172,6 @@ typedef struct weft_cu_epi {
      * either way; written and read within the call */
     uint32_t *xb;
     size_t xb_words;
-    /* tests and timing only: with xb, the bulk copies into a deeper ring (4 stages of 128-row tiles, 6 of
-     * 64-row ones, in the shared memory of the unused per-thread copy buffers); the same bits */
-    int wgmma_deep;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
      * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
      * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */

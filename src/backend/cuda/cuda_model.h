@@ -129,7 +129,6 @@ enum {
                                        prep), not weft_cu_attention_decode */
     WEFT_CU_T_WGMMA_R64 = 131072,    /* not a stage: the f16 wgmma GEMM in 64-row tiles at any row count */
     WEFT_CU_T_NO_BULK = 262144,      /* not a stage: the f16 wgmma GEMM with per-thread copies (no epi.xb) */
-    WEFT_CU_T_BULK_DEEP = 524288,    /* not a stage: the bulk copies into a deeper ring (epi.wgmma_deep) */
     WEFT_CU_T_ATTN_WG = 1048576,     /* not a stage: the f16 prefill attention tiles on wgmma (warps -8) */
     WEFT_CU_T_ATTN_WG2 = 2097152     /* not a stage: the same with P·V in two accumulator sets (warps -7) */
 };

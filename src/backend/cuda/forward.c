@@ -68,7 +68,7 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
 }
 
 /* An epilogue with the matmul-path timing knobs (WEFT_CUDA_TIMING_TWICE bits RQ4, NO_X1S, NO_SPLIT, NO_GEMV,
- * NO_GEMM, NO_WGMMA, WGMMA_R64, NO_BULK, BULK_DEEP; the same bits whichever path they pick). */
+ * NO_GEMM, NO_WGMMA, WGMMA_R64, NO_BULK; the same bits whichever path they pick). */
 static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
     e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
     e.no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0;
@@ -82,7 +82,6 @@ static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
     /* the wgmma GEMM's bulk copies (f16 mode, past 64 rows) */
     e.xb = b->mm_xb_words && !(b->twice & WEFT_CU_T_NO_BULK) ? b->mm_xb : NULL;
     e.xb_words = b->mm_xb_words;
-    e.wgmma_deep = (b->twice & WEFT_CU_T_BULK_DEEP) != 0;
     return e;
 }
 

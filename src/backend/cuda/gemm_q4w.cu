@@ -69,23 +69,20 @@ constexpr int WTILES = 8; // weight tiles per block
 // n = part n % 2 of activation row n / 2, n8 column block = an activation quad) or hi only (H1: column n =
 // activation row n; R = 64: one m64n64k16 per step, R = 128: one m64n128k16, and one accumulator set — ONE —
 // since 64 outputs per thread leave no registers for a second; the two consumer warpgroups then take turns on
-// the tensor cores).
-// DEEP (tests and timing: epi.wgmma_deep): the bulk-copy form with the per-thread copy buffers dropped and
-// their shared memory given to the ring — 4 stages of 128-row tiles, 6 of 64-row ones. Built, not yet run
-// (bench/NOTES.md session 18).
-template <bool H1, int R = WR, bool DEEP = false> struct WShape {
+// the tensor cores). (A deeper ring for the bulk copies, in the shared memory of their unused copy buffers,
+// measured slower in sessions 19–20 and was removed: bench/NOTES.md session 18 item 8, session 19.)
+template <bool H1, int R = WR> struct WShape {
     static_assert(R == WR || (H1 && R == 2 * WR), "128-row tiles are the f16 form's");
-    static_assert(!DEEP || H1, "the deep ring is the bulk copies' (f16)");
     static constexpr int NB8 = H1 ? R / 8 : R / 4; // n8 column blocks of B (4 accumulators each)
     static constexpr int NOUT = R / 2;       // outputs per thread: 2 weight rows x R / 4 activation rows
     static constexpr int PW = H1 ? 16 : 32;  // words of a sub-block the producer copies per row
     static constexpr bool ONE = R == 2 * WR; // one accumulator set
-    static constexpr int NS = DEEP ? (ONE ? 4 : 6) : ONE ? 2 : 3; // stages of B in the ring (shared memory)
-    static constexpr int RAW = DEEP ? 1 : R; // rows of the per-thread copy buffers (unused by bulk copies)
+    static constexpr int NS = ONE ? 2 : 3;   // stages of B in the ring (shared memory)
+    static constexpr int RAW = R;            // rows of the per-thread copy buffers (unused by bulk copies)
 };
 
-template <int SB, bool H1, int R = WR, bool DEEP = false> struct alignas(16) WSmem {
-    using Sh = WShape<H1, R, DEEP>;
+template <int SB, bool H1, int R = WR> struct alignas(16) WSmem {
+    using Sh = WShape<H1, R>;
     uint32_t b[Sh::NS][2 * SB][Sh::NB8][2][8][4]; // the ring: [step 2j + s][n8 block][k half][core row][word]
     float xs[Sh::NS][R][SB];                      // the stage's 32-element sums (AFFINE)
     uint32_t raw[2][Sh::RAW][Sh::PW * SB + 4];    // the producer's copies (weft_cu_xq order; rows padded by
@@ -218,10 +215,10 @@ __device__ __forceinline__ void w_producer(WSmem<SB, H1, R> &S, const uint32_t *
 
 // The producer warpgroup with bulk copies: stage i % NS takes K block i of the walk in one copy by thread 0
 // once the consumers have released it (the whole warpgroup keeps the EMPTY barrier's count).
-template <int SB, bool H1, int R, bool DEEP>
-__device__ __forceinline__ void w_producer_bulk(WSmem<SB, H1, R, DEEP> &S, const uint32_t *xb,
+template <int SB, bool H1, int R>
+__device__ __forceinline__ void w_producer_bulk(WSmem<SB, H1, R> &S, const uint32_t *xb,
                                                 const weft_slot_walk &sw, int p) {
-    constexpr int NS = WShape<H1, R, DEEP>::NS, BAR_EMPTY = BAR_FULL + NS;
+    constexpr int NS = WShape<H1, R>::NS, BAR_EMPTY = BAR_FULL + NS;
     constexpr uint32_t STAGE = sizeof(S.b[0]);
     int lj = 0, lk = 0;
 #pragma unroll 1
@@ -285,7 +282,7 @@ __device__ __forceinline__ size_t w_part_index(int rowblock, int64_t tiles_p, in
            lane;
 }
 
-template <int MODE, int SDT, int SB, int GPB, bool H1, bool SK, int R = WR, bool DEEP = false>
+template <int MODE, int SDT, int SB, int GPB, bool H1, bool SK, int R = WR>
 __global__ void __launch_bounds__(WTHREADS, 1)
     gemm_q4w_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int KW,
                     weft_cu_epi epi) {
@@ -294,12 +291,12 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     constexpr int SPB = SB / GPB;
     static_assert(GPB % 2 == 0, "groups alternate between two accumulator sets");
     extern __shared__ __align__(16) unsigned char wsm[];
-    using Sh = WShape<H1, R, DEEP>;
+    using Sh = WShape<H1, R>;
     constexpr int ND = 4 * Sh::NB8, NOUT = Sh::NOUT; // accumulators per thread and set; outputs
     constexpr int NS = Sh::NS, BAR_EMPTY = BAR_FULL + NS;
     static_assert(!SK || (R == WR && Sh::NOUT == WShape<true>::NOUT),
                   "w_part_index: 64-row blocks, the same outputs per thread either way");
-    using Smem = WSmem<SB, H1, R, DEEP>;
+    using Smem = WSmem<SB, H1, R>;
     Smem &S = *reinterpret_cast<Smem *>(wsm);
     const int64_t nsub = w.cols / 32;
     const int row0 = blockIdx.y * R, nblk_all = (int)(w.cols / (32 * SB));
@@ -309,8 +306,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     const int nblk = SK ? sw.n : nblk_all; // (the same value without SK: one register fewer)
     // bulk copies: Q4_0 on an f16 buffer, not split K, with the rewritten activations (epi.xb)
     constexpr bool BULK_OK = H1 && !q4_affine<MODE> && !SK;
-    static_assert(!DEEP || BULK_OK, "the deep ring is the bulk copies' (w_launch_v passes epi.xb)");
-    const bool bulk = BULK_OK && (DEEP || epi.xb != nullptr);
+    const bool bulk = BULK_OK && epi.xb != nullptr;
     if (bulk) {
         if (threadIdx.x == 0)
             for (int st = 0; st < NS; st++) mbar_init(&S.full[st], 1);
@@ -320,15 +316,14 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     if (threadIdx.x >= NCONS) { // the producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
         weft_pdl_enter();
-        if constexpr (BULK_OK) { // (DEEP: always; its shared memory has no copy buffers for w_producer)
+        if constexpr (BULK_OK) {
             if (bulk) {
-                w_producer_bulk<SB, H1, R, DEEP>(
-                    S, epi.xb + (size_t)blockIdx.y * nblk_all * (sizeof(S.b[0]) / 4), sw,
-                    threadIdx.x - NCONS);
+                w_producer_bulk<SB, H1, R>(S, epi.xb + (size_t)blockIdx.y * nblk_all * (sizeof(S.b[0]) / 4),
+                                           sw, threadIdx.x - NCONS);
                 return;
             }
         }
-        if constexpr (!DEEP) w_producer<MODE, SB, H1, R>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
+        w_producer<MODE, SB, H1, R>(S, XF, XS, M, sw, row0, nsub, threadIdx.x - NCONS);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
@@ -561,16 +556,6 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
             e = weft_pdl_launch(w_xb_kernel<R>, dim3((unsigned)((total + 255) / 256)), dim3(256), 0, st,
                                 (const uint32_t *)xq->f, M, nsub, ek.xb, total);
             if (e != cudaSuccess) return e;
-            if constexpr (H1 && !q4_affine<MODE>) {
-                if (ek.wgmma_deep) { // the deep ring (tests and timing)
-                    auto deep = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, false, R, true>;
-                    const size_t dsmem = sizeof(WSmem<SB, H1, R, true>);
-                    e = cudaFuncSetAttribute(deep, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dsmem);
-                    if (e != cudaSuccess) return e;
-                    return weft_pdl_launch(deep, grid, dim3(WTHREADS), dsmem, st, d, (const uint32_t *)xq->f,
-                                           (const float *)xq->s, M, KW, ek);
-                }
-            }
         }
         return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
                                (const float *)xq->s, M, KW, ek);
