@@ -11,7 +11,7 @@
 # matmul / attn / attnd = the kernel harnesses (bench_cuda_matmul.xz / bench_cuda_attention.xz /
 # bench_cuda_attention_decode.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
-# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls); attnncu = those of the prefill attention tiles; f16ncu = the f16 prefill kernels at 2,048 rows (bulk-copy GEMM, attention tiles 8 / -8) with stall samples per SASS instruction; attn16ncu = those of the separate decode attention kernels at 16 rows; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
+# profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls, f16 and hi/lo); attnncu = those of the prefill attention tiles; f16ncu = the f16 prefill kernels at 2,048 rows (bulk-copy GEMM, attention tiles 8 / -8) with stall samples per SASS instruction; attn16ncu = those of the separate decode attention kernels at 16 rows; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -145,19 +145,23 @@ if has wgemmncu; then # the same for the wgmma GEMM (gemm_q4w.cu), with stall re
         ncu -i /tmp/wgemm.ncu-rep --page source --print-source sass --csv >"$LOG/wgemm_sass.csv.log" 2>&1
 fi
 
-if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's and mma_q4x.cu's (WEFT_NO_GEMV)
+if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's on f16 buffers (the batch-1 decode of
+    # --activations f16) and on hi/lo ones, mma_q4x.cu's (WEFT_NO_GEMV); stall samples per SASS instruction of
+    # the f16 gate|up shape (bench/NOTES.md session 20, "What is left": the stream's stall mix)
     unpack bench_cuda_matmul
     NS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
         --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio \
         --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
-    for nk in "28672 4096" "4096 14336"; do
+    for nk in "28672 4096" "4096 14336" "6144 4096"; do
+        run "gemvncu_f16_${nk% *}" 120 env WEFT_F16=1 ncu --clock-control none $NS -k regex:gemv_q4 --launch-skip 3 \
+            --launch-count 1 /tmp/w/bench_cuda_matmul gemv $nk
         run "gemvncu_${nk% *}" 120 ncu --clock-control none $NS -k regex:gemv_q4 --launch-skip 3 --launch-count 1 \
             /tmp/w/bench_cuda_matmul gemv $nk
         run "gemvncu_old_${nk% *}" 120 env WEFT_NO_GEMV=1 ncu --clock-control none $NS -k regex:q4x_kernel \
             --launch-skip 3 --launch-count 1 /tmp/w/bench_cuda_matmul gemv $nk
     done
-    ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemv_q4 --launch-skip 3 \
-        --launch-count 1 -f -o /tmp/gemv /tmp/w/bench_cuda_matmul gemv 28672 4096 >/dev/null 2>&1 &&
+    WEFT_F16=1 ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemv_q4 \
+        --launch-skip 3 --launch-count 1 -f -o /tmp/gemv /tmp/w/bench_cuda_matmul gemv 28672 4096 >/dev/null 2>&1 &&
         ncu -i /tmp/gemv.ncu-rep --page source --print-source sass --csv >"$LOG/gemv_sass.csv.log" 2>&1
 fi
 
