@@ -1,5 +1,5 @@
-// Asynchronous global -> shared copies (cp.async, sm_80+), shared by the kernels that stage data in shared
-// memory without passing it through registers.
+// Asynchronous global -> shared copies (cp.async, sm_80+; cp.async.bulk on mbarriers, sm_90) and named
+// barriers, shared by the kernels that stage data in shared memory without passing it through registers.
 #ifndef WEFT_CP_ASYNC_CUH
 #define WEFT_CP_ASYNC_CUH
 
