@@ -420,7 +420,14 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&xq.f, (size_t)M * K * sizeof(uint32_t)));
         CK(cudaMalloc(&xq.s, (size_t)M * (K / 32) * sizeof(float)));
         CK(cudaMalloc(&dy, (size_t)M * N * sizeof(float)));
-        CK(cudaMemset(xq.f, 0x3c, (size_t)M * K * sizeof(uint32_t)));
+        { // the activations as the backend prepares them (an f16 buffer's lo words zero)
+            float *dx = nullptr;
+            CK(cudaMalloc(&dx, (size_t)M * K * sizeof(float)));
+            CK(cudaMemset(dx, 0x3c, (size_t)M * K * sizeof(float))); // (0x3c3c3c3c: 0.0115f)
+            CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
+            CK(cudaDeviceSynchronize());
+            cudaFree(dx);
+        }
         weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
         e.no_gemv = getenv("WEFT_NO_GEMV") != nullptr;
         float *dpart = nullptr; // the split-K scratch, as the backend passes it

@@ -84,7 +84,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                                        : p == 2 ? weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0)
                                        : p == 3 ? weft_cu_gemm_q4s(&W.w, &xq, M, &e, 0)
                                        : p == 4 ? weft_cu_gemv_q4(&W.w, &xq, M, &e, 0)
-                                                : weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0); // 5..12
+                                                : weft_cu_gemm_q4w(&W.w, &xq, M, &e, 0); // 5..9
                 if (ge == cudaErrorNotSupported) continue;
                 CK(ge);
                 wg_ran += p == 2;

@@ -120,13 +120,15 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
     float p[4][4];
     if (!SHARED_SCORES) {
         // sb starts at +0.0 in registers (q4_mma0 at ks = 0 computes the same, but raised the f16 decode span
-        // kernel from 80 to 96 registers: 2 blocks per SM instead of 3, 16-row attention 0.026 -> 0.035 ms);
-        // ss (fp32 mode) is first written by q4_mma0 at ks = 0, which always runs (d >= 16)
+        // kernel from 80 to 96 registers: 2 blocks per SM instead of 3, 16-row attention 0.026 -> 0.035 ms).
+        // ss (fp32 mode) is written first by q4_mma0 at ks = 0 (d >= 16), so its zeroing looks dead, but it
+        // stays: without it ptxas gives the fp32 kernels more registers (span kernels <64> 97 -> 117, <32> 95
+        // -> 118) and the 4-warp fp32 tile kernel a 64-byte spill (session 20 review, /work/review-s20.md).
         float sb[4][4], ss[4][4];
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) sb[nt][i] = 0.0f;
+            for (int i = 0; i < 4; i++) sb[nt][i] = ss[nt][i] = 0.0f;
 #pragma unroll
         for (int ks = 0; ks < DMAX / 16; ks++) {
             if (ks * 16 >= d) break;
