@@ -128,6 +128,43 @@ __device__ __forceinline__ void probe_mma_ref(float (&d)[N / 2], const uint32_t 
     }
 }
 
+// The probe's chain over kSteps k16 steps for one warpgroup: d1 and d2 start from C's rows (probe_load), and
+// per step d1 takes mma.sync (probe_mma_ref, F16 or bf16 inputs) and d2 the wgmma that issue(st, d2, af)
+// issues between the fences (sm_90a; elsewhere d2 is NaN, keep(st) keeping the step's shared memory in use),
+// then both are stored (probe_store). a / b: this trial's A [kSteps][64][16] and B [kSteps][16][N].
+template <int N, bool F16, class Issue, class Keep>
+__device__ __forceinline__ void probe_chain(const unsigned short *a, const unsigned short *b, const float *c,
+                                            float *o1, float *o2, int r0, int g, int t, Issue &&issue,
+                                            Keep &&keep) {
+    float d1[N / 2], d2[N / 2];
+    probe_load<N>(c, r0, t, d1);
+    probe_load<N>(c, r0, t, d2);
+    for (int st = 0; st < kSteps; st++) {
+        const unsigned short *as = a + (size_t)st * 64 * 16, *bs = b + (size_t)st * 16 * N;
+        uint32_t af[4];
+        probe_afrag(as, r0, t, af);
+        probe_mma_ref<N, F16>(d1, af, bs, g, t);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+        for (int e = 0; e < N / 2; e++) wgmma_pin(d2[e]);
+#pragma unroll
+        for (int e = 0; e < 4; e++) wgmma_pin(af[e]);
+        wgmma_fence();
+        issue(st, d2, af);
+        wgmma_commit_wait0();
+#pragma unroll
+        for (int e = 0; e < N / 2; e++) wgmma_pin(d2[e]);
+#else
+        (void)issue;
+        keep(st);
+#pragma unroll
+        for (int e = 0; e < N / 2; e++) d2[e] = __int_as_float(0x7fc00000);
+#endif
+    }
+    probe_store<N>(o1, r0, t, d1);
+    probe_store<N>(o2, r0, t, d2);
+}
+
 // The GEMM's shape: A [kSteps][64][16], B [kSteps][16][128] (B[k][n]), C [64][128]; B in shared memory as
 // [step][column group b][k half][row n % 8][8 k], the layout gemm_q4w.cu's transpose writes.
 __global__ void __launch_bounds__(128) probe_n128_kernel(const unsigned short *A, const unsigned short *B,
@@ -143,33 +180,16 @@ __global__ void __launch_bounds__(128) probe_n128_kernel(const unsigned short *A
         sb[s][((n / 8) * 2 + k / 8) * 64 + (n % 8) * 8 + k % 8] = b[i];
     }
     __syncthreads();
-    const int r0 = 16 * warp + g;
-    float d1[64], d2[64];
-    probe_load<128>(c, r0, t, d1);
-    probe_load<128>(c, r0, t, d2);
-    for (int s = 0; s < kSteps; s++) {
-        const unsigned short *as = a + (size_t)s * 64 * 16, *bs = b + (size_t)s * 16 * 128;
-        uint32_t af[4];
-        probe_afrag(as, r0, t, af);
-        probe_mma_ref<128, false>(d1, af, bs, g, t);
+    probe_chain<128, false>(
+        a, b, c, D1 + (size_t)trial * 64 * 128, D2 + (size_t)trial * 64 * 128, 16 * warp + g, g, t,
+        [&](int st, float(&d)[64], const uint32_t(&af)[4]) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#pragma unroll
-        for (int e = 0; e < 64; e++) wgmma_pin(d2[e]);
-#pragma unroll
-        for (int e = 0; e < 4; e++) wgmma_pin(af[e]);
-        wgmma_fence();
-        wgmma_m64n128k16(d2, af[0], af[1], af[2], af[3], wgmma_desc(&sb[s][0], 128, 256));
-        wgmma_commit_wait0();
-#pragma unroll
-        for (int e = 0; e < 64; e++) wgmma_pin(d2[e]);
+            wgmma_m64n128k16(d, af[0], af[1], af[2], af[3], wgmma_desc(&sb[st][0], 128, 256));
 #else
-        asm volatile("" ::"l"(&sb[s][0]));
-#pragma unroll
-        for (int e = 0; e < 64; e++) d2[e] = __int_as_float(0x7fc00000);
+            (void)st, (void)d, (void)af;
 #endif
-    }
-    probe_store<128>(D1 + (size_t)trial * 64 * 128, r0, t, d1);
-    probe_store<128>(D2 + (size_t)trial * 64 * 128, r0, t, d2);
+        },
+        [&](int st) { asm volatile("" ::"l"(&sb[st][0])); });
 }
 
 // The f16 attention's wgmma forms: A [kSteps][64][16] f16, B [kSteps][16][32] (B[k][n]), C [64][32]. FORM 0
@@ -194,37 +214,20 @@ __global__ void __launch_bounds__(128) probe_attn_kernel(const unsigned short *A
         sb[st][(k / 8) * 64 + (n / 8) * 128 + (FORM == 0 ? (n % 8) * 8 + k % 8 : (k % 8) * 8 + n % 8)] = b[i];
     }
     __syncthreads();
-    const int r0 = 16 * warp + g;
-    float d1[16], d2[16];
-    probe_load<32>(c, r0, t, d1);
-    probe_load<32>(c, r0, t, d2);
-    for (int st = 0; st < kSteps; st++) {
-        const unsigned short *as = a + (size_t)st * 64 * 16, *bs = b + (size_t)st * 16 * 32;
-        uint32_t af[4];
-        probe_afrag(as, r0, t, af);
-        probe_mma_ref<32, true>(d1, af, bs, g, t);
+    probe_chain<32, true>(
+        a, b, c, D1 + (size_t)trial * 64 * 32, D2 + (size_t)trial * 64 * 32, 16 * warp + g, g, t,
+        [&](int st, float(&d)[16], const uint32_t(&af)[4]) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#pragma unroll
-        for (int e = 0; e < 16; e++) wgmma_pin(d2[e]);
-#pragma unroll
-        for (int e = 0; e < 4; e++) wgmma_pin(af[e]);
-        wgmma_fence();
-        const uint64_t bdesc = wgmma_desc(&sb[st][0], 128, 256);
-        if constexpr (FORM == 0)
-            wgmma_m64n32k16_f16_ss(d2, wgmma_desc(&sa[st][0], 128, 256), bdesc);
-        else
-            wgmma_m64n32k16_f16_tb(d2, af[0], af[1], af[2], af[3], bdesc);
-        wgmma_commit_wait0();
-#pragma unroll
-        for (int e = 0; e < 16; e++) wgmma_pin(d2[e]);
+            const uint64_t bdesc = wgmma_desc(&sb[st][0], 128, 256);
+            if constexpr (FORM == 0)
+                wgmma_m64n32k16_f16_ss(d, wgmma_desc(&sa[st][0], 128, 256), bdesc);
+            else
+                wgmma_m64n32k16_f16_tb(d, af[0], af[1], af[2], af[3], bdesc);
 #else
-        asm volatile("" ::"l"(&sa[st][0]), "l"(&sb[st][0]));
-#pragma unroll
-        for (int e = 0; e < 16; e++) d2[e] = __int_as_float(0x7fc00000);
+            (void)st, (void)d, (void)af;
 #endif
-    }
-    probe_store<32>(D1 + (size_t)trial * 64 * 32, r0, t, d1);
-    probe_store<32>(D2 + (size_t)trial * 64 * 32, r0, t, d2);
+        },
+        [&](int st) { asm volatile("" ::"l"(&sa[st][0]), "l"(&sb[st][0])); });
 }
 
 // f16 bits <-> float on the host (the probe's values only: no NaN or infinity).
