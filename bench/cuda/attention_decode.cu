@@ -97,12 +97,12 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
     // rows at an odd first position take f16 arithmetic and caches and write f16 buffers (--activations
     // f16), the others fp32
     const int f16 = pos[0] & 1;
-    Bufs A = make_bufs(c, pos, cache, qkv, f16), B = make_bufs(c, pos, cache, qkv, f16);
+    Bufs A = make_bufs(c, pos, cache, qkv, f16);
     const size_t ncnt = (size_t)weft_cu_attention_decode_counters(n, c.Hkv);
     int *counters = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
     CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
-    const weft_cu_xq xa{A.xf, A.xs, qd, f16}, xb{B.xf, B.xs, qd, f16};
+    const weft_cu_xq xa{A.xf, A.xs, qd, f16};
     std::vector<float> nqw(c.d), nkw(c.d);
     for (auto &x : nqw) x = 0.5f + rng.uniform();
     for (auto &x : nkw) x = 0.5f + rng.uniform();
@@ -116,61 +116,69 @@ void check_case(const Case &c, const std::vector<int> &pos, bool with_xq, bool q
     CK(weft_cu_attention(A.q, A.out, A.rows, n, max_pos, c.Hq, c.Hkv, c.d, 0, scale, A.scratch, c.cap, f16,
                          0));
     CK(weft_cu_xq_prep(A.out, qd, n, &xa, 0));
-    std::vector<float> out1, xs1;
-    std::vector<std::vector<float>> kv1(n);
-    std::vector<uint32_t> xf1;
-    for (int rep = 0; rep < 2; rep++) { // the second launch must find the counters at zero
-        CK(weft_cu_attention_decode(B.q, B.k, B.v, B.out, with_xq ? &xb : nullptr, B.rows, n, max_pos, c.Hq,
-                                    c.Hkv, c.d, 0, scale, &rope, qn, kn, eps, B.scratch, c.cap, counters, f16,
-                                    0));
-        CK(cudaDeviceSynchronize());
-        if (rep == 0) {
-            out1 = dev_download(B.out, nq);
-            for (int r = 0; r < n; r++) kv1[r] = kv_values(B.kv[r], kv_floats(c), f16);
-            xf1 = dev_download(B.xf, nq);
-            xs1 = dev_download(B.xs, nsub);
-            // the second launch must not lean on the first one's records: scratch poisoned in between
-            CK(cudaMemset(B.scratch, 0xff, B.scratch_floats * sizeof(float)));
+    // f16: both forms (the default, the span form where it runs, and the block form); fp32: the block form
+    for (int form : {0, 1}) {
+        if (form == 1 && !f16) break;
+        Bufs B = make_bufs(c, pos, cache, qkv, f16);
+        const weft_cu_xq xb{B.xf, B.xs, qd, f16};
+        std::vector<float> out1, xs1;
+        std::vector<std::vector<float>> kv1(n);
+        std::vector<uint32_t> xf1;
+        for (int rep = 0; rep < 2; rep++) { // the second launch must find the counters at zero
+            CK(weft_cu_attention_decode_shaped(B.q, B.k, B.v, B.out, with_xq ? &xb : nullptr, B.rows, n,
+                                               max_pos, c.Hq, c.Hkv, c.d, 0, scale, &rope, qn, kn, eps,
+                                               B.scratch, c.cap, counters, f16, form, 0));
+            CK(cudaDeviceSynchronize());
+            if (rep == 0) {
+                out1 = dev_download(B.out, nq);
+                for (int r = 0; r < n; r++) kv1[r] = kv_values(B.kv[r], kv_floats(c), f16);
+                xf1 = dev_download(B.xf, nq);
+                xs1 = dev_download(B.xs, nsub);
+                // the second launch must not lean on the first one's records: scratch poisoned in between
+                CK(cudaMemset(B.scratch, 0xff, B.scratch_floats * sizeof(float)));
+            }
         }
+        const std::vector<float> oa = dev_download(A.out, nq), ob = dev_download(B.out, nq);
+        const std::vector<float> qb = dev_download(B.q, nq), kb_in = dev_download(B.k, nk),
+                                 vb_in = dev_download(B.v, nk);
+        const std::vector<int> cnt = dev_download(counters, ncnt);
+        size_t i = 0;
+        char what[112];
+        snprintf(what, sizeof what, "decode %d/%d d=%d rot=%d%s %d row%s pos=%d..%d%s%s", c.Hq, c.Hkv, c.d,
+                 c.rot, c.adjacent ? " adjacent" : "", n, n > 1 ? "s" : "", pos[0], max_pos,
+                 with_xq ? " +xq" : "", qk_norm ? " +qk norms" : "");
+        EXPECT(same_bits(oa.data(), ob.data(), nq, &i), "%s: output %zu (row %zu): %a vs %a", what, i, i / qd,
+               oa[i], ob[i]);
+        for (int r = 0; r < n; r++) {
+            const std::vector<float> ka = kv_values(A.kv[r], kv_floats(c), f16),
+                                     kb = kv_values(B.kv[r], kv_floats(c), f16);
+            EXPECT(same_bits(ka.data(), kb.data(), ka.size(), &i), "%s: row %d cache float %zu: %a vs %a",
+                   what, r, i, ka[i], kb[i]);
+            EXPECT(same_bits(kv1[r].data(), kb.data(), kb.size(), &i),
+                   "%s: row %d: the second launch's cache differs", what, r);
+        }
+        EXPECT(same_bits(out1.data(), ob.data(), nq, &i), "%s: the second launch differs at %zu", what, i);
+        EXPECT(same_bits(qb.data(), qkv.data(), nq, &i) && same_bits(kb_in.data(), qkv.data() + nq, nk, &i) &&
+                   same_bits(vb_in.data(), qkv.data() + nq + nk, nk, &i),
+               "%s: a q, k or v input changed at %zu", what, i);
+        bool zero = true;
+        for (int x : cnt) zero = zero && x == 0;
+        EXPECT(zero, "%s: counters not back at zero", what);
+        if (with_xq) {
+            const std::vector<uint32_t> fa = dev_download(A.xf, nq), fb = dev_download(B.xf, nq);
+            const std::vector<float> sa = dev_download(A.xs, nsub), sb = dev_download(B.xs, nsub);
+            EXPECT(same_bits(fa.data(), fb.data(), fa.size(), &i), "%s: prepared word %zu: %08x vs %08x",
+                   what, i, fa[i], fb[i]);
+            EXPECT(same_bits(sa.data(), sb.data(), sa.size(), &i), "%s: prepared sum %zu", what, i);
+            EXPECT(same_bits(xf1.data(), fb.data(), fb.size(), &i), "%s: the second launch's words differ",
+                   what);
+        }
+        printf("%-62s %s%s same bits as rope_store + attention%s: %s\n", what, f16 ? "f16 " : "fp32",
+               form == 1 ? " (block form)" : "", with_xq ? " + prep" : "",
+               g_failures ? "FAILED so far" : "ok");
+        B.release();
     }
-    const std::vector<float> oa = dev_download(A.out, nq), ob = dev_download(B.out, nq);
-    const std::vector<float> qb = dev_download(B.q, nq), kb_in = dev_download(B.k, nk),
-                             vb_in = dev_download(B.v, nk);
-    const std::vector<int> cnt = dev_download(counters, ncnt);
-    size_t i = 0;
-    char what[112];
-    snprintf(what, sizeof what, "decode %d/%d d=%d rot=%d%s %d row%s pos=%d..%d%s%s", c.Hq, c.Hkv, c.d, c.rot,
-             c.adjacent ? " adjacent" : "", n, n > 1 ? "s" : "", pos[0], max_pos, with_xq ? " +xq" : "",
-             qk_norm ? " +qk norms" : "");
-    EXPECT(same_bits(oa.data(), ob.data(), nq, &i), "%s: output %zu (row %zu): %a vs %a", what, i, i / qd,
-           oa[i], ob[i]);
-    for (int r = 0; r < n; r++) {
-        const std::vector<float> ka = kv_values(A.kv[r], kv_floats(c), f16),
-                                 kb = kv_values(B.kv[r], kv_floats(c), f16);
-        EXPECT(same_bits(ka.data(), kb.data(), ka.size(), &i), "%s: row %d cache float %zu: %a vs %a", what,
-               r, i, ka[i], kb[i]);
-        EXPECT(same_bits(kv1[r].data(), kb.data(), kb.size(), &i),
-               "%s: row %d: the second launch's cache differs", what, r);
-    }
-    EXPECT(same_bits(out1.data(), ob.data(), nq, &i), "%s: the second launch differs at %zu", what, i);
-    EXPECT(same_bits(qb.data(), qkv.data(), nq, &i) && same_bits(kb_in.data(), qkv.data() + nq, nk, &i) &&
-               same_bits(vb_in.data(), qkv.data() + nq + nk, nk, &i),
-           "%s: a q, k or v input changed at %zu", what, i);
-    bool zero = true;
-    for (int x : cnt) zero = zero && x == 0;
-    EXPECT(zero, "%s: counters not back at zero", what);
-    if (with_xq) {
-        const std::vector<uint32_t> fa = dev_download(A.xf, nq), fb = dev_download(B.xf, nq);
-        const std::vector<float> sa = dev_download(A.xs, nsub), sb = dev_download(B.xs, nsub);
-        EXPECT(same_bits(fa.data(), fb.data(), fa.size(), &i), "%s: prepared word %zu: %08x vs %08x", what, i,
-               fa[i], fb[i]);
-        EXPECT(same_bits(sa.data(), sb.data(), sa.size(), &i), "%s: prepared sum %zu", what, i);
-        EXPECT(same_bits(xf1.data(), fb.data(), fb.size(), &i), "%s: the second launch's words differ", what);
-    }
-    printf("%-62s %s same bits as rope_store + attention%s: %s\n", what, f16 ? "f16 " : "fp32",
-           with_xq ? " + prep" : "", g_failures ? "FAILED so far" : "ok");
     A.release();
-    B.release();
     cudaFree(counters);
     cudaFree(dfreq);
     cudaFree(dnq);
@@ -219,6 +227,14 @@ void check_refusals() {
     EXPECT(call(no_counters) == cudaErrorInvalidValue, "no counters taken");
     EXPECT(call(q_only) == cudaErrorInvalidValue, "a q norm without a k norm taken");
     EXPECT(call(no_rows) == cudaErrorInvalidValue, "zero rows taken");
+    auto call_form = [&](int f16, int form) {
+        return weft_cu_attention_decode_shaped(B.q, B.k, B.v, B.out, nullptr, B.rows, 1, 10, c.Hq, c.Hkv, c.d,
+                                               0, 0.125f, &rope, nullptr, nullptr, 1e-6f, B.scratch, c.cap,
+                                               counters, f16, form, 0);
+    };
+    EXPECT(call_form(0, 2) == cudaErrorNotSupported, "the span form taken on fp32");
+    EXPECT(call_form(0, 3) == cudaErrorInvalidValue && call_form(0, -1) == cudaErrorInvalidValue,
+           "an unknown form taken");
     CK(cudaGetLastError());
     printf("decode refusals: %s\n", g_failures ? "FAILED so far" : "ok");
     B.release();
@@ -251,14 +267,19 @@ void time_stage(int pos, int n = 1, int f16 = 0) {
             CK(weft_cu_xq_prep(B.out, qd, n, &xb, 0));
         }
     });
-    const double one = time_ms([&] {
-        for (int i = 0; i < N; i++)
-            CK(weft_cu_attention_decode(B.q, B.k, B.v, B.out, &xb, B.rows, n, pos, c.Hq, c.Hkv, c.d, 0, scale,
-                                        &rope, nullptr, nullptr, 0.0f, B.scratch, c.cap, counters, f16, 0));
-    });
+    auto one = [&](int form) {
+        return time_ms([&] {
+            for (int i = 0; i < N; i++)
+                CK(weft_cu_attention_decode_shaped(B.q, B.k, B.v, B.out, &xb, B.rows, n, pos, c.Hq, c.Hkv,
+                                                   c.d, 0, scale, &rope, nullptr, nullptr, 0.0f, B.scratch,
+                                                   c.cap, counters, f16, form, 0));
+        });
+    };
+    const double dflt = one(0), block = f16 ? one(1) : dflt;
     printf("decode attention stage 32/8 d=128 %2d row%s pos=%-5d %s rope + attention + prep %.2f us | one "
-           "kernel %.2f us (per layer, %d back to back)\n",
-           n, n > 1 ? "s" : " ", pos, f16 ? "f16 " : "fp32", sep * 1e3 / N, one * 1e3 / N, N);
+           "kernel %.2f us (block form %.2f; per layer, %d back to back)\n",
+           n, n > 1 ? "s" : " ", pos, f16 ? "f16 " : "fp32", sep * 1e3 / N, dflt * 1e3 / N, block * 1e3 / N,
+           N);
     B.release();
     cudaFree(counters);
     cudaFree(dfreq);
@@ -303,7 +324,7 @@ int main(int argc, char **argv) {
     check_refusals();
     for (int f16 = 0; f16 < 2; f16++) {
         for (int pos : {64, 600, 1500, 2047}) time_stage(pos, 1, f16);
-        for (int n : {4, 16, 64}) time_stage(600, n, f16);
+        for (int n : {2, 4, 8, 16, 64}) time_stage(600, n, f16);
     }
     return report("bench_cuda_attention_decode");
 }

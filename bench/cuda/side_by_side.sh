@@ -67,7 +67,7 @@ if has lcpp; then
     fi
 fi
 
-[ -f $M ] || {
+[ -f $M ] || [ -n "${WEFT_SBS_NO_MODEL-}" ] || { # (WEFT_SBS_NO_MODEL: parts that need no model file)
     xz -dc "$C/tok128k.json.xz" >/tmp/tok128k.json
     run make_gguf 200 python3 bench/cuda/peer_gguf.py $M /tmp/tok128k.json llama3-8b
 }
@@ -94,14 +94,17 @@ if has attnd; then # the one-kernel decode attention == the separate kernels bit
     run attnd 120 /tmp/w/bench_cuda_attention_decode
 fi
 if has attndncu; then # profiler sections and per-SASS stall samples of the one-kernel decode attention at 600
+    # (f16 K/V unless ATTND_F16=0)
     unpack bench_cuda_attention_decode
     run attndncu 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats \
         --section MemoryWorkloadAnalysis \
         --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-        -k regex:attn_decode --launch-skip 40 --launch-count 1 /tmp/w/bench_cuda_attention_decode time 600
+        -k regex:attn_decode --launch-skip 40 --launch-count 1 /tmp/w/bench_cuda_attention_decode time 600 1 \
+        ${ATTND_F16:-1}
     ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:attn_decode \
-        --launch-skip 40 --launch-count 1 -f -o /tmp/attnd /tmp/w/bench_cuda_attention_decode time 600 \
+        --launch-skip 40 --launch-count 1 -f -o /tmp/attnd /tmp/w/bench_cuda_attention_decode time 600 1 \
+        ${ATTND_F16:-1} \
         >/dev/null 2>&1 &&
         ncu -i /tmp/attnd.ncu-rep --page source --print-source sass --csv >"$LOG/attnd_sass.csv.log" 2>&1
 fi

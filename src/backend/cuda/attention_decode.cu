@@ -19,15 +19,21 @@
 //    (q4_prep_chunk, as weft_cu_xq_prep).
 // The arrival counters order nothing in the arithmetic: the fold order is fixed by position, whichever block
 // arrives last. Rows share nothing: each has its own cache (one row per stream), records and counters, so a
-// row's bits do not depend on the other rows of the call. forward.c uses it at one row only: from 4 rows on
-// the separate kernels are faster (16 rows at 600 positions: 95.8 vs 56.3 µs per layer, bench/NOTES.md
-// session 12 — each (kv head, key block) block stages its q heads again and the arrival folds add up), while
-// the harness checks every row count against them.
+// row's bits do not depend on the other rows of the call. That is the block form. The span form (f16 on
+// devices with thread block clusters; attn_decode_span_kernel below) computes the same records and folds
+// with one block per span and the folds in shared and distributed shared memory: 8.5 vs 12.8 µs per layer
+// at 600 positions, batch-1 decode 496 vs 466 tok/s (bench/NOTES.md session 21). forward.c takes the kernel
+// for rounds of at most weft_cu_attention_decode_rows streams (4 in the span form, 1 in the block form: past
+// those the separate kernels are faster, sessions 12 and 21), while the harness checks every row count and
+// both forms against them.
 #include "cuda_kernels.h"
 #include "attn_mma.cuh"
+#include "cp_async.cuh"
 #include "pdl.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
+
+#include <cooperative_groups.h>
 
 namespace {
 
@@ -72,46 +78,25 @@ __device__ __forceinline__ void head_norm(const float *x, const float *wn, int d
     for (int i = lane; i < d; i += 32) y[i] = wn[i] * (x[i] * inv);
 }
 
-template <int DMAX, bool F16>
-__global__ void __launch_bounds__(kThreads)
-    attn_decode_kernel(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
-                       float *out, uint32_t *xf, float *xs, bool xf16, const weft_cu_row *__restrict__ rows,
-                       int Hq, int Hkv, int d, int layer, float scale, weft_cu_rope rope,
-                       const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
-                       float *scratch, int nbrow, int *counters) {
-    extern __shared__ __align__(16) uint32_t smw[];
-    const int j = blockIdx.x, kb = blockIdx.y, r = blockIdx.z, t = threadIdx.x, w = t >> 5;
-    const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4, half = rope.rot / 2;
-    uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
-             *vl = vh + d * kAttnVS;
-    float *xg = reinterpret_cast<float *>(smw + 32 * QS + attn_kv_words(d)), *knew = xg + Gd,
-          *vnew = knew + d, *mb = vnew + d, *lb = mb + ((G + 3) & ~3), *sx = lb + ((G + 3) & ~3);
-    // The arrival flag in dynamic shared memory too: the kernel has no static shared memory, so the
-    // launcher's limit (the device maximum) is what dynamic shared memory may take.
-    int &arrived_last = *reinterpret_cast<int *>(sx + 16 * KB);
-    float fpre[kRopePre]; // the inv_freq of this thread's first pairs (uploaded once, written by no kernel)
+// The inv_freq of this thread's first kRopePre pairs (uploaded once, written by no kernel: loaded before the
+// PDL wait).
+__device__ __forceinline__ void rope_pre(const weft_cu_rope &rope, float (&fpre)[kRopePre]) {
+    const int half = rope.rot / 2;
 #pragma unroll
-    for (int u = 0; u < kRopePre; u++) fpre[u] = half > 0 ? rope.inv_freq[(t + u * kThreads) % half] : 0.0f;
-    // Before the PDL wait (pdl.cuh), besides inv_freq: the row table and the cached keys and values before
-    // pos. No kernel of this forward writes them: the row table is copied in before the forward's first
-    // kernel, and a row's cache entries before its position were written by earlier forwards, each of which
-    // the host waits for (forward.c) — one row per launch (the API), so no other row of the launch writes
-    // them either. Their loads then travel while the predecessor (the q|k|v matmul) finishes.
-    const weft_cu_row row = rows[r];
-    const int t0 = kb * KB, pos = row.pos;
-    // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing, so
-    // the arrival counters stay at zero for the launches after it.
-    if (t0 > pos || pos >= nbrow * KB) return;
-    const bool newkey = pos < t0 + KB; // this block's keys include the row's own
-    KvElem<F16> *Kc = kv_rows<F16>(row, layer, 0, kvd) + (size_t)j * d,
-                *Vc = kv_rows<F16>(row, layer, 1, kvd) + (size_t)j * d;
-    AttnKV<DMAX, kThreads, F16> kv;
-    kv.load_k(Kc, kvd, t0, pos - 1, d);
-    kv.load_v(Vc, kvd, t0, pos - 1, d);
-    weft_pdl_enter();
-    // The rows this block rotates — q heads j·G .. j·G + G − 1 into xg and, in the new key's block, head j of
-    // k into knew — first copied into shared memory, or, with per-head norms (qwen3), normed into it as
-    // weft_cu_rmsnorm norms them in place (head_norm); then rotated there in place. The new value into vnew.
+    for (int u = 0; u < kRopePre; u++)
+        fpre[u] = half > 0 ? rope.inv_freq[(threadIdx.x + u * kThreads) % half] : 0.0f;
+}
+
+// Row r's inputs of kv head j, by the block's kThreads threads: q heads j·G .. j·G + G − 1 into xg [G][d]
+// and, with newkey, head j of k into knew [d] — first copied into shared memory, or, with per-head norms
+// (qwen3), normed into it as weft_cu_rmsnorm norms them in place (head_norm); then rotated there in place at
+// pos — and head j of v into vnew [d]. Contains two block barriers.
+__device__ __forceinline__ void rotate_heads(const float *q, const float *k, const float *v, int r, int j,
+                                             int Hq, int Hkv, int d, int pos, bool newkey,
+                                             const weft_cu_rope &rope, const float (&fpre)[kRopePre],
+                                             const float *q_norm, const float *k_norm, float eps, float *xg,
+                                             float *knew, float *vnew) {
+    const int t = threadIdx.x, w = t >> 5, G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, half = rope.rot / 2;
     const float *qj = q + (size_t)r * Hq * d + (size_t)j * Gd, *kj = k + (size_t)r * kvd + (size_t)j * d;
     const int nh = G + (newkey ? 1 : 0), np = half * nh;
     auto row_in = [&](int h) -> const float * { return h < G ? qj + h * d : kj; };
@@ -136,6 +121,63 @@ __global__ void __launch_bounds__(kThreads)
         if (t + u * kThreads < np) rotate(t + u * kThreads, fpre[u]);
     for (int idx = t + kRopePre * kThreads; idx < np; idx += kThreads) rotate(idx, rope.inv_freq[idx % half]);
     __syncthreads();
+}
+
+// The prepared words and sums of row r's outputs of kv head j (xg [G·d], the block's shared copy): sub-blocks
+// of 32 (G·d % 32 == 0), 8 per warp call, 4 lanes each, as weft_cu_xq_prep; the loop bound is warp-uniform
+// (q4_prep_chunk shuffles). Row r's sub-blocks start at r·Hq·d/32.
+__device__ __forceinline__ void prep_words(const float *xg, uint32_t *xf, float *xs, bool xf16, int r, int j,
+                                           int Hkv, int Gd) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, tt = lane & 3, nsl = Gd / 32;
+    const int64_t sub0 = (int64_t)r * Hkv * nsl + (int64_t)j * nsl;
+    for (int b0 = 8 * w; b0 < nsl; b0 += 8 * kWarps) {
+        const int sl = b0 + (lane >> 2);
+        const bool ok = sl < nsl;
+        float vv[8];
+#pragma unroll
+        for (int e = 0; e < 8; e++) vv[e] = ok ? xg[sl * 32 + 8 * tt + e] : 0.0f;
+        const float s = q4_prep_chunk(vv, xf + (sub0 + (ok ? sl : 0)) * 32, tt, ok, xf16);
+        if (ok && tt == 0) xs[sub0 + sl] = s;
+    }
+}
+
+template <int DMAX, bool F16>
+__global__ void __launch_bounds__(kThreads)
+    attn_decode_kernel(const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
+                       float *out, uint32_t *xf, float *xs, bool xf16, const weft_cu_row *__restrict__ rows,
+                       int Hq, int Hkv, int d, int layer, float scale, weft_cu_rope rope,
+                       const float *__restrict__ q_norm, const float *__restrict__ k_norm, float eps,
+                       float *scratch, int nbrow, int *counters) {
+    extern __shared__ __align__(16) uint32_t smw[];
+    const int j = blockIdx.x, kb = blockIdx.y, r = blockIdx.z, t = threadIdx.x, w = t >> 5;
+    const int G = Hq / Hkv, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4;
+    uint32_t *qh = smw, *ql = qh + 16 * QS, *kh = ql + 16 * QS, *kl = kh + KB * QS, *vh = kl + KB * QS,
+             *vl = vh + d * kAttnVS;
+    float *xg = reinterpret_cast<float *>(smw + 32 * QS + attn_kv_words(d)), *knew = xg + Gd,
+          *vnew = knew + d, *mb = vnew + d, *lb = mb + ((G + 3) & ~3), *sx = lb + ((G + 3) & ~3);
+    // The arrival flag in dynamic shared memory too: the kernel has no static shared memory, so the
+    // launcher's limit (the device maximum) is what dynamic shared memory may take.
+    int &arrived_last = *reinterpret_cast<int *>(sx + 16 * KB);
+    float fpre[kRopePre];
+    rope_pre(rope, fpre);
+    // Before the PDL wait (pdl.cuh), besides inv_freq: the row table and the cached keys and values before
+    // pos. No kernel of this forward writes them: the row table is copied in before the forward's first
+    // kernel, and a row's cache entries before its position were written by earlier forwards, each of which
+    // the host waits for (forward.c) — one row per launch (the API), so no other row of the launch writes
+    // them either. Their loads then travel while the predecessor (the q|k|v matmul) finishes.
+    const weft_cu_row row = rows[r];
+    const int t0 = kb * KB, pos = row.pos;
+    // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing, so
+    // the arrival counters stay at zero for the launches after it.
+    if (t0 > pos || pos >= nbrow * KB) return;
+    const bool newkey = pos < t0 + KB; // this block's keys include the row's own
+    KvElem<F16> *Kc = kv_rows<F16>(row, layer, 0, kvd) + (size_t)j * d,
+                *Vc = kv_rows<F16>(row, layer, 1, kvd) + (size_t)j * d;
+    AttnKV<DMAX, kThreads, F16> kv;
+    kv.load_k(Kc, kvd, t0, pos - 1, d);
+    kv.load_v(Vc, kvd, t0, pos - 1, d);
+    weft_pdl_enter();
+    rotate_heads(q, k, v, r, j, Hq, Hkv, d, pos, newkey, rope, fpre, q_norm, k_norm, eps, xg, knew, vnew);
     if (newkey) {
         kv.set_key(t0, pos, knew, vnew, d);
         for (int c = t; c < d; c += kThreads) {
@@ -223,19 +265,161 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (!xf) return;
     __syncthreads();
-    // The prepared words of this head group's outputs: sub-blocks of 32 (Gd % 32 == 0), 8 per warp call,
-    // 4 lanes each; the loop bound is warp-uniform (q4_prep_chunk shuffles).
-    const int lane = t & 31, tt = lane & 3, nsl = Gd / 32;
-    const int64_t sub0 = (int64_t)r * Hkv * nsl + (int64_t)j * nsl; // row r's sub-blocks start at r·Hq·d/32
-    for (int b0 = 8 * w; b0 < nsl; b0 += 8 * kWarps) {
-        const int sl = b0 + (lane >> 2);
-        const bool ok = sl < nsl;
-        float vv[8];
-#pragma unroll
-        for (int e = 0; e < 8; e++) vv[e] = ok ? xg[sl * 32 + 8 * tt + e] : 0.0f;
-        const float s = q4_prep_chunk(vv, xf + (sub0 + (ok ? sl : 0)) * 32, tt, ok, xf16);
-        if (ok && tt == 0) xs[sub0 + sl] = s;
+    prep_words(xg, xf, xs, xf16, r, j, Hkv, Gd);
+}
+
+// The span form (f16 only, thread block clusters: sm_90). One block per (span s, kv head j, row r), the
+// spans of (j, r) one cluster (cluster dims = the launch's spans, along x): block s stages the cached K and V
+// rows of its span's key blocks into shared memory as the cache holds them (cp.async before the PDL wait;
+// keys past pos as zeros), warp w computes key block 8s + w alone — attn_block's redundant form, the same
+// bits as the shared-scores form the block form takes (attn_mma.cuh) — into its record in shared memory,
+// the block folds its records in ascending order into the span total (attn_fold_recs), and block 0 folds
+// the cluster's span totals, read through distributed shared memory, in ascending order: the split mode's
+// folds in its order, with two cluster barriers instead of two arrival levels through global memory. The
+// new key: block pos / 256 rotates it, stores it and the value into the cache and into its staged rows (the
+// f16 words attn_split<true> gives, what the cache holds). Records: [SPAN][m [G4], l [G4], o [G][d]] and the
+// span total in the same layout. Shared memory (words): Q [16][QS], K and V rows [SPAN·KB][QS] each, xg
+// [G][d], knew, vnew [d], the records, the total.
+int span_smem_bytes(int G, int d) {
+    const int QS = d / 2 + 4, rec = 2 * ((G + 3) & ~3) + G * d;
+    return 4 * (16 * QS + 2 * SPAN * KB * QS + G * d + 2 * d + (SPAN + 1) * rec);
+}
+
+template <int DMAX>
+__global__ void __launch_bounds__(kThreads, 1)
+    attn_decode_span_kernel(const float *__restrict__ q, const float *__restrict__ k,
+                            const float *__restrict__ v, float *out, uint32_t *xf, float *xs, bool xf16,
+                            const weft_cu_row *__restrict__ rows, int Hq, int Hkv, int d, int layer,
+                            float scale, weft_cu_rope rope, const float *__restrict__ q_norm,
+                            const float *__restrict__ k_norm, float eps, int nspans) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(16) uint32_t smw[];
+    const int s = blockIdx.x, j = blockIdx.y, r = blockIdx.z, t = threadIdx.x, w = t >> 5;
+    const int G = Hq / Hkv, G4 = (G + 3) & ~3, Gd = G * d, kvd = Hkv * d, QS = d / 2 + 4, rec = 2 * G4 + Gd;
+    uint32_t *qh = smw, *kr = qh + 16 * QS, *vr = kr + SPAN * KB * QS;
+    float *xg = reinterpret_cast<float *>(vr + SPAN * KB * QS), *knew = xg + Gd, *vnew = knew + d,
+          *recs = vnew + d, *tot = recs + SPAN * rec;
+    float fpre[kRopePre];
+    rope_pre(rope, fpre);
+    // Before the PDL wait, as the block form: the row table and the cached rows before pos.
+    const weft_cu_row row = rows[r];
+    const int pos = row.pos, t0 = s * SPAN * KB, ns = pos / (SPAN * KB) + 1; // ns: the row's spans
+    // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing:
+    // every block of the cluster (one row) leaves here, before any cluster barrier.
+    if (ns > nspans) return;
+    const bool act = s < ns, newkey = act && pos < t0 + SPAN * KB;
+    const int nb = act ? min(SPAN, pos / KB + 1 - s * SPAN) : 0; // this span's key blocks
+    KvElem<true> *Kc = kv_rows<true>(row, layer, 0, kvd) + (size_t)j * d,
+                 *Vc = kv_rows<true>(row, layer, 1, kvd) + (size_t)j * d;
+    {
+        // keys t0 .. t0 + nb·KB − 1: those before pos copied, pos left for its rows below, the rest zeros
+        const int d8 = d / 8, n8 = nb * KB * d8;
+        for (int i = t; i < n8; i += kThreads) {
+            const int key = i / d8, c = i % d8, a = t0 + key;
+            if (a == pos) continue;
+            const bool ok = a < pos;
+            const size_t src = (size_t)(ok ? a : 0) * kvd + 8 * c;
+            cp_async<16>(kr + key * QS + 4 * c, Kc + src, ok);
+            cp_async<16>(vr + key * QS + 4 * c, Vc + src, ok);
+        }
+        cp_commit();
     }
+    weft_pdl_enter();
+    if (act) {
+        rotate_heads(q, k, v, r, j, Hq, Hkv, d, pos, newkey, rope, fpre, q_norm, k_norm, eps, xg, knew, vnew);
+        if (newkey) {
+            const int key = pos - t0;
+            for (int c = t; c < d / 2; c += kThreads) {
+                uint32_t lo;
+                attn_split<true>(knew[2 * c], knew[2 * c + 1], kr[key * QS + c], lo);
+                attn_split<true>(vnew[2 * c], vnew[2 * c + 1], vr[key * QS + c], lo);
+            }
+            for (int c = t; c < d; c += kThreads) {
+                Kc[(size_t)pos * kvd + c] = kv_elem<true>(knew[c]);
+                Vc[(size_t)pos * kvd + c] = kv_elem<true>(vnew[c]);
+            }
+        }
+        attn_stage_q<true>(qh, qh, QS, 16, d,
+                           [&](int g) -> const float * { return g < G ? xg + g * d : nullptr; });
+        cp_wait<0>();
+        __syncthreads(); // Q, K and V rows staged
+        if (w < nb) {
+            const SmemSrcVRows src{{{qh, qh, QS}, kr + w * KB * QS, nullptr, vr + w * KB * QS, nullptr}};
+            float *rw = recs + w * rec;
+            BlockOut bo{rw, rw + G4, rw + 2 * G4, G, d, true};
+            const int p2[2] = {pos, pos}; // padded rows (heads past G) are computed and never stored
+            attn_block<DMAX, SmemSrcVRows, BlockOut, false, true>(src, p2, t0 + w * KB, d, scale, bo);
+        }
+        __syncthreads(); // the records are in
+        // The span's records folded in ascending order, kMergeNC channels per thread at a time: the row's
+        // outputs (one span) or the span total.
+        for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
+            int iu[kMergeNC];
+#pragma unroll
+            for (int u = 0; u < kMergeNC; u++) iu[u] = min(i0 + u * kThreads, Gd - 1); // past Gd: not stored
+            Fold f[kMergeNC];
+            attn_fold_recs<kMergeNC>(
+                [&](int u, int b, float &m, float &l, float &o) {
+                    const float *p = recs + b * rec;
+                    m = p[iu[u] / d];
+                    l = p[G4 + iu[u] / d];
+                    o = p[2 * G4 + iu[u]];
+                },
+                nb, f);
+#pragma unroll
+            for (int u = 0; u < kMergeNC; u++) {
+                const int i = i0 + u * kThreads;
+                if (i >= Gd) break;
+                if (ns > 1) {
+                    if (i % d == 0) {
+                        tot[i / d] = f[u].m;
+                        tot[G4 + i / d] = f[u].l;
+                    }
+                    tot[2 * G4 + i] = f[u].o;
+                } else {
+                    const float o = f[u].o / f[u].l;
+                    out[(size_t)r * Hq * d + (size_t)j * Gd + i] = o;
+                    xg[i] = o;
+                }
+            }
+        }
+    }
+    if (ns > 1) { // (uniform over the cluster)
+        namespace cg = cooperative_groups;
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync(); // every span total is in its block's shared memory
+        if (s == 0) {
+            for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
+                int iu[kMergeNC];
+#pragma unroll
+                for (int u = 0; u < kMergeNC; u++) iu[u] = min(i0 + u * kThreads, Gd - 1);
+                Fold f[kMergeNC];
+                attn_fold_recs<kMergeNC>(
+                    [&](int u, int b, float &m, float &l, float &o) {
+                        const float *p = cl.map_shared_rank(tot, b);
+                        m = p[iu[u] / d];
+                        l = p[G4 + iu[u] / d];
+                        o = p[2 * G4 + iu[u]];
+                    },
+                    ns, f);
+#pragma unroll
+                for (int u = 0; u < kMergeNC; u++) {
+                    const int i = i0 + u * kThreads;
+                    if (i >= Gd) break;
+                    const float o = f[u].o / f[u].l;
+                    out[(size_t)r * Hq * d + (size_t)j * Gd + i] = o;
+                    xg[i] = o;
+                }
+            }
+        }
+        cl.sync(); // block 0 has read the others' totals: they may leave
+    }
+    if (s != 0 || !xf) return;
+    __syncthreads();
+    prep_words(xg, xf, xs, xf16, r, j, Hkv, Gd);
+#else
+    __trap(); // unreachable: the host launches the span form only where clusters exist
+#endif
 }
 
 // The kernel instance for head dims up to DMAX.
@@ -247,7 +431,18 @@ template <bool F16> auto kernel_d(int d) {
                       : kernel_for<256, F16>;
 }
 
+// Whether the span form runs for this shape: f16, clusters, d <= 128, and its shared memory on the device.
+bool span_form_ok(int Hq, int Hkv, int d, int f16) {
+    return f16 && weft_cluster_on() && d <= 128 &&
+           span_smem_bytes(Hq / Hkv, d) <= weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+}
+
 } // namespace
+
+extern "C" int weft_cu_attention_decode_rows(int Hq, int Hkv, int d, int f16) {
+    if (!weft_cu_attention_ok(Hq, Hkv, d)) return 0;
+    return span_form_ok(Hq, Hkv, d, f16) ? 4 : 1;
+}
 
 extern "C" int weft_cu_attention_decode_counters(int n_rows, int Hkv) {
     return n_rows * Hkv * (1 + kMaxSpans);
@@ -257,6 +452,54 @@ extern "C" size_t weft_cu_attention_decode_scratch_floats(int n_rows, int Hq, in
     return (size_t)n_rows * (size_t)Hq * (size_t)(kMaxBlocks + SPAN) * (size_t)(d + 2);
 }
 
+extern "C" cudaError_t
+weft_cu_attention_decode_shaped(const float *q, const float *k, const float *v, float *out,
+                                const weft_cu_xq *xq, const weft_cu_row *rows, int n, int max_pos, int Hq,
+                                int Hkv, int d, int layer, float scale, const weft_cu_rope *rope,
+                                const float *q_norm, const float *k_norm, float eps, float *scratch,
+                                int max_context, int *counters, int f16, int form, cudaStream_t stream) {
+    if (!weft_cu_attention_ok(Hq, Hkv, d) || n < 1 || n > 65535 || max_pos < 0 || max_pos >= max_context ||
+        !counters || rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq) ||
+        !q_norm != !k_norm || form < 0 || form > 2)
+        return cudaErrorInvalidValue;
+    const int G = Hq / Hkv, spans = max_pos / (SPAN * KB) + 1,
+              nkb = spans * SPAN;                       // key blocks of the spans, as the split mode
+    if (nkb > kMaxBlocks) return cudaErrorNotSupported; // long contexts: weft_cu_attention
+    if (xq && (xq->K != (int64_t)Hq * d || (G * d) % 32)) return cudaErrorNotSupported;
+    uint32_t *xf = xq ? xq->f : nullptr;
+    float *xs = xq ? xq->s : nullptr;
+    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    // The limit is raised to the device's maximum when a launch needs more than the default, never lowered
+    // (launches of other shapes share the instance and may sit in cached graphs); a shape past the maximum is
+    // refused (the block form, or the separate kernels: they need less shared memory).
+    auto smem_ok = [&](auto kernel, int smem) -> cudaError_t {
+        if (smem > max_smem) return cudaErrorNotSupported;
+        if (smem <= 48 * 1024) return cudaSuccess;
+        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+    };
+    // The span form where it runs, else the block form.
+    const int span_smem = span_smem_bytes(G, d);
+    if (form != 1 && span_form_ok(Hq, Hkv, d, f16)) {
+        const auto kernel = d <= 32   ? attn_decode_span_kernel<32>
+                            : d <= 64 ? attn_decode_span_kernel<64>
+                                      : attn_decode_span_kernel<128>;
+        const cudaError_t e = smem_ok(kernel, span_smem);
+        if (e != cudaSuccess) return e;
+        return weft_pdl_launch_cluster(kernel, dim3((unsigned)spans, (unsigned)Hkv, (unsigned)n),
+                                       dim3(kThreads), (size_t)span_smem, stream, spans > 1 ? spans : 0, q, k,
+                                       v, out, xf, xs, xq && xq->f16, rows, Hq, Hkv, d, layer, scale, *rope,
+                                       q_norm, k_norm, eps, spans);
+    }
+    if (form == 2) return cudaErrorNotSupported;
+    const auto kernel = f16 ? kernel_d<true>(d) : kernel_d<false>(d);
+    const int smem = smem_bytes(G, d);
+    const cudaError_t e = smem_ok(kernel, smem);
+    if (e != cudaSuccess) return e;
+    return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb, (unsigned)n), dim3(kThreads),
+                           (size_t)smem, stream, q, k, v, out, xf, xs, xq && xq->f16, rows, Hq, Hkv, d, layer,
+                           scale, *rope, q_norm, k_norm, eps, scratch, nkb, counters);
+}
+
 extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                                 const weft_cu_xq *xq, const weft_cu_row *rows, int n,
                                                 int max_pos, int Hq, int Hkv, int d, int layer, float scale,
@@ -264,28 +507,12 @@ extern "C" cudaError_t weft_cu_attention_decode(const float *q, const float *k, 
                                                 const float *k_norm, float eps, float *scratch,
                                                 int max_context, int *counters, int f16,
                                                 cudaStream_t stream) {
-    if (!weft_cu_attention_ok(Hq, Hkv, d) || n < 1 || n > 65535 || max_pos < 0 || max_pos >= max_context ||
-        !counters || rope->rot < 0 || rope->rot % 2 || rope->rot > d || (rope->rot > 0 && !rope->inv_freq) ||
-        !q_norm != !k_norm)
-        return cudaErrorInvalidValue;
-    const int G = Hq / Hkv,
-              nkb = (max_pos / (SPAN * KB) + 1) * SPAN; // key blocks of the spans, as the split mode
-    if (nkb > kMaxBlocks) return cudaErrorNotSupported; // long contexts: weft_cu_attention
-    if (xq && (xq->K != (int64_t)Hq * d || (G * d) % 32)) return cudaErrorNotSupported;
-    uint32_t *xf = xq ? xq->f : nullptr;
-    float *xs = xq ? xq->s : nullptr;
-    const auto kernel = f16 ? kernel_d<true>(d) : kernel_d<false>(d);
-    // The limit is raised to the device's maximum when this launch needs more than the default, never lowered
-    // (launches of other shapes share the instance and may sit in cached graphs); a shape past the maximum is
-    // refused, and the caller takes the separate kernels (they need less shared memory).
-    const int smem = smem_bytes(G, d), max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    if (smem > max_smem) return cudaErrorNotSupported;
-    if (smem > 48 * 1024) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-        if (e != cudaSuccess) return e;
-    }
-    return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb, (unsigned)n), dim3(kThreads),
-                           (size_t)smem, stream, q, k, v, out, xf, xs, xq && xq->f16, rows, Hq, Hkv, d, layer,
-                           scale, *rope, q_norm, k_norm, eps, scratch, nkb, counters);
+#ifdef WEFT_CU_ATTN_DECODE_FORM // (variant builds for A/B runs: 1 = the block form)
+    const int form = WEFT_CU_ATTN_DECODE_FORM;
+#else
+    const int form = 0;
+#endif
+    return weft_cu_attention_decode_shaped(q, k, v, out, xq, rows, n, max_pos, Hq, Hkv, d, layer, scale, rope,
+                                           q_norm, k_norm, eps, scratch, max_context, counters, f16, form,
+                                           stream);
 }

@@ -33,25 +33,16 @@ struct Fold {
     }
 };
 
-// Records [b0, b0 + nb) (1 <= nb <= WEFT_CU_ATTN_SPAN; each [m, l, o[d]], stride d + 2, at base[u] for
-// channel u of NC, head dim c[u]) folded in ascending order from an empty fold into f: one span's key blocks,
-// or a row's span totals. The records are loaded together first; the NC channels' folds are independent
-// (interleaved for latency, each in its own order). The loads bypass L1 (__ldcg): the fused decode kernel
-// reads records other blocks of its own grid wrote.
-template <int NC>
-__device__ __forceinline__ void attn_fold_span(const float *const (&base)[NC], int b0, int nb,
-                                               const int (&c)[NC], int d, Fold (&f)[NC]) {
+// Records 0 .. nb − 1 (1 <= nb <= WEFT_CU_ATTN_SPAN) of NC channels folded in ascending order from an empty
+// fold into f; rec(u, i, m, l, o) gives channel u's record i. The records are loaded together first; the NC
+// channels' folds are independent (interleaved for latency, each in its own order).
+template <int NC, class Rec> __device__ __forceinline__ void attn_fold_recs(Rec rec, int nb, Fold (&f)[NC]) {
     constexpr int SPAN = WEFT_CU_ATTN_SPAN;
     float pm[NC][SPAN], pl[NC][SPAN], po[NC][SPAN];
 #pragma unroll
     for (int u = 0; u < NC; u++)
 #pragma unroll
-        for (int i = 0; i < SPAN; i++) {
-            const float *p = base[u] + (size_t)(b0 + min(i, nb - 1)) * (d + 2);
-            pm[u][i] = __ldcg(p);
-            pl[u][i] = __ldcg(p + 1);
-            po[u][i] = __ldcg(p + 2 + c[u]);
-        }
+        for (int i = 0; i < SPAN; i++) rec(u, min(i, nb - 1), pm[u][i], pl[u][i], po[u][i]);
 #pragma unroll
     for (int u = 0; u < NC; u++) {
         f[u] = Fold{-INFINITY, 0.0f, 0.0f};
@@ -59,6 +50,22 @@ __device__ __forceinline__ void attn_fold_span(const float *const (&base)[NC], i
         for (int i = 0; i < SPAN; i++)
             if (i < nb) f[u].add(pm[u][i], pl[u][i], po[u][i]);
     }
+}
+
+// Records [b0, b0 + nb) (1 <= nb <= WEFT_CU_ATTN_SPAN; each [m, l, o[d]], stride d + 2, at base[u] for
+// channel u of NC, head dim c[u]) folded as attn_fold_recs: one span's key blocks, or a row's span totals.
+// The loads bypass L1 (__ldcg): the fused decode kernel reads records other blocks of its own grid wrote.
+template <int NC>
+__device__ __forceinline__ void attn_fold_span(const float *const (&base)[NC], int b0, int nb,
+                                               const int (&c)[NC], int d, Fold (&f)[NC]) {
+    attn_fold_recs<NC>(
+        [&](int u, int i, float &m, float &l, float &o) {
+            const float *p = base[u] + (size_t)(b0 + i) * (d + 2);
+            m = __ldcg(p);
+            l = __ldcg(p + 1);
+            o = __ldcg(p + 2 + c[u]);
+        },
+        nb, f);
 }
 
 // The split-mode fold of NC (row, query head, head dim) channels over their key-block records (base[u]: one

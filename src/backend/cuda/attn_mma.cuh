@@ -248,6 +248,15 @@ __device__ __forceinline__ void attn_ldm4(const uint32_t *p, uint32_t r[4]) {
                  : "r"(a));
 }
 
+// ldmatrix .x4 .trans: lane (g, t) gets elements (2t, g), (2t + 1, g) of each matrix — from row-major V
+// [keys][dims], the B fragments of V that attn_ldm4 gives from Vᵀ.
+__device__ __forceinline__ void attn_ldm4t(const uint32_t *p, uint32_t r[4]) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
 // The Q planes (both kernels stage Q in shared memory), offset to the warp's first row. Row addresses are
 // 16-byte aligned (qs % 4 == 0) and 8 rows hit 32 distinct banks (qs ≡ 4 mod 8).
 struct AttnQ {
@@ -288,6 +297,17 @@ struct SmemSrc : AttnQ {
     __device__ __forceinline__ void v2h(int nt, uint32_t h[4]) const {
         const int lane = threadIdx.x & 31;
         attn_ldm4(vh + (8 * nt + (lane & 7)) * kAttnVS + 4 * (lane >> 3), h);
+    }
+};
+
+// F16 operands with V staged as the cache holds it (row-major [KB keys][QS words], like K) instead of as the
+// Vᵀ plane: v2h reads the same B fragments with ldmatrix .trans (the same f16 values in the same fragment
+// slots, so the same bits). The decode kernel's span form copies K and V rows from the cache into shared
+// memory with cp.async, untouched.
+struct SmemSrcVRows : SmemSrc {
+    __device__ __forceinline__ void v2h(int nt, uint32_t h[4]) const {
+        // matrices: keys 0-7, 8-15, 16-23, 24-31 (lane l: key l) at dims 8nt .. 8nt + 7 (words 4nt ..)
+        attn_ldm4t(vh + (threadIdx.x & 31) * qs + 4 * nt, h);
     }
 };
 

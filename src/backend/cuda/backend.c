@@ -324,8 +324,9 @@ static weft_status upload_vectors(cu_backend *b, const weft_config *cfg, const w
     return WEFT_OK;
 }
 
-/* Rows weft_cu_attention_decode takes in a forward (forward.c: batch-1 decode only). */
-enum { kDecodeRows = 1 };
+/* Rows weft_cu_attention_decode takes in a forward at most (forward.c: decode rounds of at most
+ * weft_cu_attention_decode_rows streams, which is at most 4). */
+enum { kDecodeRows = 4 };
 
 /* The attention's scratch: the span partials of any forward, or the one-kernel decode's key-block records. */
 static size_t attn_scratch_floats(const cu_backend *b) {

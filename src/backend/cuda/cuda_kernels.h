@@ -392,12 +392,31 @@ cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n
  * f16: weft_cu_attention's f16 arithmetic (independent of xq->f16, which only says how the words are
  * written). */
 int weft_cu_attention_decode_counters(int n_rows, int Hkv);
+/* The most rows of distinct streams for which weft_cu_attention_decode beats the separate kernels at this
+ * shape (bench_cuda_attention_decode, bench/NOTES.md session 21: at 600 positions, 4 rows 9.7 vs 21.1 µs per
+ * layer in the span form, 16 rows 38.2 vs 28.0): 4 where the span form runs
+ * (weft_cu_attention_decode_shaped), else 1 (the block form: 26.1 µs at 4 rows); 0 for a shape not
+ * weft_cu_attention_ok. */
+int weft_cu_attention_decode_rows(int Hq, int Hkv, int d, int f16);
 size_t weft_cu_attention_decode_scratch_floats(int n_rows, int Hq, int d);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,
                                      const weft_cu_xq *xq, const weft_cu_row *rows, int n, int max_pos,
                                      int Hq, int Hkv, int d, int layer, float scale, const weft_cu_rope *rope,
                                      const float *q_norm, const float *k_norm, float eps, float *scratch,
                                      int max_context, int *counters, int f16, cudaStream_t stream);
+
+/* weft_cu_attention_decode in a chosen form (harnesses): 0 = the default; 1 = the block form (one block per
+ * (kv head, key block, row), arrival counters in global memory); 2 = the span form (f16 only, thread block
+ * clusters: one block per (span, kv head, row), each warp one key block, the folds in shared and distributed
+ * shared memory; cudaErrorNotSupported where it cannot run: no clusters, fp32, d > 128, or more shared
+ * memory than the device has). The default is the span form where it runs, else the block form. Every form
+ * gives the same bits. */
+cudaError_t weft_cu_attention_decode_shaped(const float *q, const float *k, const float *v, float *out,
+                                            const weft_cu_xq *xq, const weft_cu_row *rows, int n, int max_pos,
+                                            int Hq, int Hkv, int d, int layer, float scale,
+                                            const weft_cu_rope *rope, const float *q_norm,
+                                            const float *k_norm, float eps, float *scratch, int max_context,
+                                            int *counters, int f16, int form, cudaStream_t stream);
 
 /* g[i] = silu(g[i])·u[i] = g/(1 + exp(−g))·u for i < n. */
 cudaError_t weft_cu_swiglu(float *g, const float *u, int64_t n, cudaStream_t stream);

@@ -71,7 +71,8 @@ typedef struct cu_backend {
     cudaEvent_t ev0, ev1;
     double ev_ms[3], wall_ms[3];
     long ev_n[3];
-    int max_pos; /* largest position in the current forward */
+    int max_pos;        /* largest position in the current forward */
+    bool rows_distinct; /* every row of the current forward is its stream's only row */
     weft_cu_row *d_rows;
     int *d_outrows;
     /* pinned host mirrors */

@@ -61,6 +61,7 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
     }
     *n = rows;
     *n_out = outs;
+    b->rows_distinct = rows == n_segs; /* every segment one row: the rows are of distinct streams */
     /* Tiles pay off when they hold several rows on average (prefill chunks); decode rounds keep the per-row
      * kernel. Either gives the same bits. */
     b->n_tiles = b->tile_rows > 0 && rows >= 4 * tiles ? tiles : 0;
@@ -134,18 +135,20 @@ static weft_status prep(cu_backend *b, const weft_cu_weight *w, const float *X, 
     return WEFT_OK;
 }
 
-/* Batch-1 decode's attention stage in one kernel (weft_cu_attention_decode: the per-head q/k norms (qwen3),
+/* A decode round's attention stage in one kernel (weft_cu_attention_decode: the per-head q/k norms (qwen3),
  * RoPE + KV store, attention and the o projection's prepared words, the same bits as the separate kernels)
- * for one row, unless WEFT_CU_T_NO_FUSED_ATTN (timing) is set. The kernel takes rows of several streams too,
- * but from 4 rows on the separate kernels are faster (bench/NOTES.md session 12: 16 rows at 600 positions
- * 95.8 vs 56.3 µs per layer; its per-key-block blocks repeat the q staging and pay the arrival folds). *done:
+ * for rounds of at most weft_cu_attention_decode_rows(…) rows, each its stream's only row (4 in its span
+ * form, 1 otherwise: past those the separate kernels are faster, bench/NOTES.md sessions 12 and 21), unless
+ * WEFT_CU_T_NO_FUSED_ATTN (timing) is set. *done:
  * it ran (*prepped: the prepared words too); else the separate kernels must run (not applicable, or refused
  * as cudaErrorNotSupported). The stage's WEFT_CU_T_ATTN twice-bit launches it twice (it is idempotent: the
  * same cache entries, counters at zero). */
 static weft_status attn_fused(cu_backend *b, const cu_layer *ly, int n, int l, float scale, bool *done,
                               bool *prepped, weft_err *err) {
     *done = *prepped = false;
-    if (n != 1 || b->baseline || b->n_tiles > 0 || (b->twice & WEFT_CU_T_NO_FUSED_ATTN)) return WEFT_OK;
+    if (n > weft_cu_attention_decode_rows((int)b->Hq, (int)b->Hkv, (int)b->d, b->act_f16) ||
+        !b->rows_distinct || b->baseline || b->n_tiles > 0 || (b->twice & WEFT_CU_T_NO_FUSED_ATTN))
+        return WEFT_OK;
     const bool xq = wants_xq(b, &ly->wo);
     const weft_cu_xq q = xq_of(b, ly->wo.cols);
     for (int rep = 0; rep < 1 + ((b->twice & WEFT_CU_T_ATTN) != 0); rep++) {
