@@ -236,12 +236,10 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     uint32_t *cur = ring; // the ring slot of K block n
     int i = 0, buf = 0;
     int64_t tile = tile0;
+    if constexpr (ONE_ROW) cp_wait<0>(); // the row's words too (before the loop: no branch per K block)
 #pragma unroll 1
     for (int n = 0; n < total; n++) {
-        if (ONE_ROW && n == 0)
-            cp_wait<0>(); // the row too
-        else
-            cp_wait<kRing - 1>();
+        cp_wait<kRing - 1>();
         __syncwarp(); // other lanes' copies (scales, row words) are visible
         Stage<MODE, SDT, SB, GPB> S;
         Sl::read(S, cur, lane, g);
