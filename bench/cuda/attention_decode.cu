@@ -321,6 +321,10 @@ int main(int argc, char **argv) {
     check_case({32, 8, 128, 4096, 128, 0}, {77, 600, 1023}, true, true);  // qwen3 norms
     check_case({8, 2, 64, 1024, 64, 1}, {900, 3, 64, 65, 500, 12}, true); // d = 64, adjacent pairs
     check_case({6, 2, 48, 1024, 48, 0}, {260, 2}, false);                 // 144-wide head group, no xq
+    // f16 (the span form where it runs) at the row counts forward.c gives it (2..4), across span edges
+    check_case({32, 8, 128, 4096, 128, 0}, {601, 40}, true);
+    check_case({32, 8, 128, 4096, 128, 0}, {255, 256, 1500, 0}, true);
+    check_case({8, 2, 64, 1024, 64, 1}, {65, 900, 3}, true, true); // d = 64, adjacent pairs, qwen3 norms
     check_refusals();
     for (int f16 = 0; f16 < 2; f16++) {
         for (int pos : {64, 600, 1500, 2047}) time_stage(pos, 1, f16);

@@ -268,6 +268,29 @@ __global__ void __launch_bounds__(kThreads)
     prep_words(xg, xf, xs, xf16, r, j, Hkv, Gd);
 }
 
+// The G·d channels of records 0 .. n − 1 (base(b): record b, [m [G4], l [G4], o [G][d]]) folded in ascending
+// order (attn_fold_recs), kMergeNC channels per thread at a time; put(i, fold) takes channel i's.
+template <class Base, class Put>
+__device__ __forceinline__ void fold_channels(Base base, int n, int G4, int d, int Gd, Put put) {
+    for (int i0 = threadIdx.x; i0 < Gd; i0 += kMergeNC * kThreads) {
+        int iu[kMergeNC];
+#pragma unroll
+        for (int u = 0; u < kMergeNC; u++) iu[u] = min(i0 + u * kThreads, Gd - 1); // past Gd: not stored
+        Fold f[kMergeNC];
+        attn_fold_recs<kMergeNC>(
+            [&](int u, int b, float &m, float &l, float &o) {
+                const float *p = base(b);
+                m = p[iu[u] / d];
+                l = p[G4 + iu[u] / d];
+                o = p[2 * G4 + iu[u]];
+            },
+            n, f);
+#pragma unroll
+        for (int u = 0; u < kMergeNC; u++)
+            if (i0 + u * kThreads < Gd) put(i0 + u * kThreads, f[u]);
+    }
+}
+
 // The span form (f16 only, thread block clusters: sm_90). One block per (span s, kv head j, row r), the
 // spans of (j, r) one cluster (cluster dims = the launch's spans, along x): block s stages the cached K and V
 // rows of its span's key blocks into shared memory as the cache holds them (cp.async before the PDL wait;
@@ -325,6 +348,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         cp_commit();
     }
     weft_pdl_enter();
+    auto put_out = [&](int i, const Fold &f) { // the row's output i from its total fold
+        const float o = f.o / f.l;
+        out[(size_t)r * Hq * d + (size_t)j * Gd + i] = o;
+        xg[i] = o;
+    };
     if (act) {
         rotate_heads(q, k, v, r, j, Hq, Hkv, d, pos, newkey, rope, fpre, q_norm, k_norm, eps, xg, knew, vnew);
         if (newkey) {
@@ -351,67 +379,24 @@ __global__ void __launch_bounds__(kThreads, 1)
             attn_block<DMAX, SmemSrcVRows, BlockOut, false, true>(src, p2, t0 + w * KB, d, scale, bo);
         }
         __syncthreads(); // the records are in
-        // The span's records folded in ascending order, kMergeNC channels per thread at a time: the row's
-        // outputs (one span) or the span total.
-        for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
-            int iu[kMergeNC];
-#pragma unroll
-            for (int u = 0; u < kMergeNC; u++) iu[u] = min(i0 + u * kThreads, Gd - 1); // past Gd: not stored
-            Fold f[kMergeNC];
-            attn_fold_recs<kMergeNC>(
-                [&](int u, int b, float &m, float &l, float &o) {
-                    const float *p = recs + b * rec;
-                    m = p[iu[u] / d];
-                    l = p[G4 + iu[u] / d];
-                    o = p[2 * G4 + iu[u]];
-                },
-                nb, f);
-#pragma unroll
-            for (int u = 0; u < kMergeNC; u++) {
-                const int i = i0 + u * kThreads;
-                if (i >= Gd) break;
-                if (ns > 1) {
-                    if (i % d == 0) {
-                        tot[i / d] = f[u].m;
-                        tot[G4 + i / d] = f[u].l;
-                    }
-                    tot[2 * G4 + i] = f[u].o;
-                } else {
-                    const float o = f[u].o / f[u].l;
-                    out[(size_t)r * Hq * d + (size_t)j * Gd + i] = o;
-                    xg[i] = o;
-                }
-            }
-        }
+        // The span's records folded in ascending order: the row's outputs (one span) or the span total.
+        fold_channels([&](int b) -> const float * { return recs + b * rec; }, nb, G4, d, Gd,
+                      [&](int i, const Fold &f) {
+                          if (ns == 1) return put_out(i, f);
+                          if (i % d == 0) {
+                              tot[i / d] = f.m;
+                              tot[G4 + i / d] = f.l;
+                          }
+                          tot[2 * G4 + i] = f.o;
+                      });
     }
     if (ns > 1) { // (uniform over the cluster)
         namespace cg = cooperative_groups;
         cg::cluster_group cl = cg::this_cluster();
         cl.sync(); // every span total is in its block's shared memory
-        if (s == 0) {
-            for (int i0 = t; i0 < Gd; i0 += kMergeNC * kThreads) {
-                int iu[kMergeNC];
-#pragma unroll
-                for (int u = 0; u < kMergeNC; u++) iu[u] = min(i0 + u * kThreads, Gd - 1);
-                Fold f[kMergeNC];
-                attn_fold_recs<kMergeNC>(
-                    [&](int u, int b, float &m, float &l, float &o) {
-                        const float *p = cl.map_shared_rank(tot, b);
-                        m = p[iu[u] / d];
-                        l = p[G4 + iu[u] / d];
-                        o = p[2 * G4 + iu[u]];
-                    },
-                    ns, f);
-#pragma unroll
-                for (int u = 0; u < kMergeNC; u++) {
-                    const int i = i0 + u * kThreads;
-                    if (i >= Gd) break;
-                    const float o = f[u].o / f[u].l;
-                    out[(size_t)r * Hq * d + (size_t)j * Gd + i] = o;
-                    xg[i] = o;
-                }
-            }
-        }
+        if (s == 0)
+            fold_channels([&](int b) -> const float * { return cl.map_shared_rank(tot, b); }, ns, G4, d, Gd,
+                          put_out);
         cl.sync(); // block 0 has read the others' totals: they may leave
     }
     if (s != 0 || !xf) return;
@@ -441,7 +426,12 @@ bool span_form_ok(int Hq, int Hkv, int d, int f16) {
 
 extern "C" int weft_cu_attention_decode_rows(int Hq, int Hkv, int d, int f16) {
     if (!weft_cu_attention_ok(Hq, Hkv, d)) return 0;
-    return span_form_ok(Hq, Hkv, d, f16) ? 4 : 1;
+#if defined(WEFT_CU_ATTN_DECODE_FORM) && WEFT_CU_ATTN_DECODE_FORM == 1
+    (void)f16;
+    return 1; // (the variant build that forces the block form: one row, as before the span form)
+#else
+    return span_form_ok(Hq, Hkv, d, f16) ? WEFT_CU_ATTN_DECODE_MAX_ROWS : 1;
+#endif
 }
 
 extern "C" int weft_cu_attention_decode_counters(int n_rows, int Hkv) {

@@ -109,7 +109,8 @@ __device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int po
 // n-tiles nt ≡ w_share (mod nw_share) of o_b. With SHARED_SCORES (nw_share >= 4 warps that are the whole
 // thread block; sx: shared memory [16][32] floats), warp w_share < 4 computes only the scores of n-tile
 // w_share and every warp reads all of them back: each score is the same mma sequence on the same operands
-// whichever warp computes it, so the bits are those of the redundant form. Contains two block barriers.
+// whichever warp computes it, so the bits are those of the redundant form. The SHARED_SCORES form contains
+// two block barriers; the other form none (warps may compute different key blocks).
 template <int DMAX, class Src, class Out, bool SHARED_SCORES = false, bool F16 = false>
 __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int t0, int d, float scale,
                                            Out &out, int w_share = 0, int nw_share = 1, float *sx = nullptr) {

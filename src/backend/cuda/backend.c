@@ -325,8 +325,8 @@ static weft_status upload_vectors(cu_backend *b, const weft_config *cfg, const w
 }
 
 /* Rows weft_cu_attention_decode takes in a forward at most (forward.c: decode rounds of at most
- * weft_cu_attention_decode_rows streams, which is at most 4). */
-enum { kDecodeRows = 4 };
+ * weft_cu_attention_decode_rows streams). */
+enum { kDecodeRows = WEFT_CU_ATTN_DECODE_MAX_ROWS };
 
 /* The attention's scratch: the span partials of any forward, or the one-kernel decode's key-block records. */
 static size_t attn_scratch_floats(const cu_backend *b) {

@@ -380,23 +380,24 @@ cudaError_t weft_cu_attention_combine(float *out, const weft_cu_row *rows, int n
  * launch covers its spans; a graph replays it for any positions of the same span count). scratch:
  * max(weft_cu_attention_scratch_floats(n, Hq, d, max_context), weft_cu_attention_decode_scratch_floats(n, Hq,
  * d)) floats. counters: weft_cu_attention_decode_counters(n, Hkv) ints (or more), zero before the first
- * launch; each launch returns them to zero (the last blocks to finish fold a row's key-block records in their
- * fixed order, so the bits do not depend on which blocks those are, nor on the other rows).
- * Returns cudaErrorInvalidValue for bad arguments and cudaErrorNotSupported where the caller must take the
- * separate kernels: long contexts (max_pos >= 8·WEFT_CU_ATTN_SPAN·WEFT_CU_ATTN_KB = 2048, where they are
- * faster at one row), xq with (Hq/Hkv)·d not a multiple of 32, or more shared memory than the device has. The
- * row table and the rows' cache entries before their positions are read before the kernel waits for its
- * predecessor (PDL; an exception to pdl.cuh's rule): the kernel launched just before it on the stream must
- * not write them, and every writer on another stream must be complete (forward.c: the q|k|v matmul; cache
- * entries are written by earlier forwards, each synchronized, and by snapshot restores, synchronized too).
- * f16: weft_cu_attention's f16 arithmetic (independent of xq->f16, which only says how the words are
- * written). */
+ * launch (the span form, weft_cu_attention_decode_shaped, uses neither); each launch returns them to zero
+ * (the last blocks to finish fold a row's key-block records in their fixed order, so the bits do not depend
+ * on which blocks those are, nor on the other rows). Returns cudaErrorInvalidValue for bad arguments and
+ * cudaErrorNotSupported where the caller must take the separate kernels: long contexts (max_pos >=
+ * 8·WEFT_CU_ATTN_SPAN·WEFT_CU_ATTN_KB = 2048, where they are faster at one row), xq with (Hq/Hkv)·d not a
+ * multiple of 32, or more shared memory than the device has. The row table and the rows' cache entries before
+ * their positions are read before the kernel waits for its predecessor (PDL; an exception to pdl.cuh's rule):
+ * the kernel launched just before it on the stream must not write them, and every writer on another stream
+ * must be complete (forward.c: the q|k|v matmul; cache entries are written by earlier forwards, each
+ * synchronized, and by snapshot restores, synchronized too). f16: weft_cu_attention's f16 arithmetic
+ * (independent of xq->f16, which only says how the words are written). */
 int weft_cu_attention_decode_counters(int n_rows, int Hkv);
 /* The most rows of distinct streams for which weft_cu_attention_decode beats the separate kernels at this
  * shape (bench_cuda_attention_decode, bench/NOTES.md session 21: at 600 positions, 4 rows 9.7 vs 21.1 µs per
- * layer in the span form, 16 rows 38.2 vs 28.0): 4 where the span form runs
+ * layer in the span form, 16 rows 38.2 vs 28.0): WEFT_CU_ATTN_DECODE_MAX_ROWS where the span form runs
  * (weft_cu_attention_decode_shaped), else 1 (the block form: 26.1 µs at 4 rows); 0 for a shape not
- * weft_cu_attention_ok. */
+ * weft_cu_attention_ok. Callers size the scratch and counters for WEFT_CU_ATTN_DECODE_MAX_ROWS rows. */
+#define WEFT_CU_ATTN_DECODE_MAX_ROWS 4
 int weft_cu_attention_decode_rows(int Hq, int Hkv, int d, int f16);
 size_t weft_cu_attention_decode_scratch_floats(int n_rows, int Hq, int d);
 cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float *v, float *out,

@@ -94,10 +94,12 @@ typedef struct cu_backend {
     int n_samplers, n_free;
     pthread_mutex_t smu;
     bool smu_ok;
-    /* CUDA graph of the last forward's kernels, replayed while (rows, drawn rows, spans) repeat */
+    /* CUDA graph of the last forward's kernels, replayed while (rows, drawn rows, spans, tiles, distinct
+     * streams) repeat */
     bool graphs;
     cudaGraphExec_t exec;
     int exec_n, exec_out, exec_spans, exec_tiles;
+    bool exec_distinct;
     cu_allocs allocs; /* weights, norms, activations */
     size_t weights_bytes, act_bytes, reserve;
 } cu_backend;

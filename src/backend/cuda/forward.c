@@ -274,13 +274,16 @@ static weft_status run_all(cu_backend *b, int n, int n_out, weft_err *err) {
 }
 
 /* The kernels of a forward, launched directly or through the cached graph. Every kernel argument is fixed by
- * (rows, drawn rows, attention spans) — buffers never move and the row table is read from device memory — so
- * a graph captured for that shape replays any later forward of the same shape. */
+ * (rows, drawn rows, attention spans, attention tiles, rows of distinct streams or not) — buffers never move
+ * and the row table is read from device memory — so a graph captured for that shape replays any later forward
+ * of the same shape. (The last: a round of 2..4 rows of distinct streams takes the one-kernel attention,
+ * which must never run a window of several rows of one stream — a drafted window or a short prompt chunk of
+ * the same row count: each row would read cache entries another row of the launch writes.) */
 static weft_status launch_all(cu_backend *b, int n, int n_out, weft_err *err) {
     if (!b->graphs) return run_all(b, n, n_out, err);
     const int spans = b->max_pos / (WEFT_CU_ATTN_KB * WEFT_CU_ATTN_SPAN) + 1;
     if (!b->exec || b->exec_n != n || b->exec_out != n_out || b->exec_spans != spans ||
-        b->exec_tiles != b->n_tiles) {
+        b->exec_tiles != b->n_tiles || b->exec_distinct != b->rows_distinct) {
         if (b->exec) {
             cudaGraphExecDestroy(b->exec);
             b->exec = NULL;
@@ -305,6 +308,7 @@ static weft_status launch_all(cu_backend *b, int n, int n_out, weft_err *err) {
         b->exec_out = n_out;
         b->exec_spans = spans;
         b->exec_tiles = b->n_tiles;
+        b->exec_distinct = b->rows_distinct;
     }
     CU_TRY(cudaGraphLaunch(b->exec, b->stream), "launching the forward graph");
     return WEFT_OK;
