@@ -458,22 +458,15 @@ weft_cu_attention_decode_shaped(const float *q, const float *k, const float *v, 
     if (xq && (xq->K != (int64_t)Hq * d || (G * d) % 32)) return cudaErrorNotSupported;
     uint32_t *xf = xq ? xq->f : nullptr;
     float *xs = xq ? xq->s : nullptr;
-    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    // The limit is raised to the device's maximum when a launch needs more than the default, never lowered
-    // (launches of other shapes share the instance and may sit in cached graphs); a shape past the maximum is
-    // refused (the block form, or the separate kernels: they need less shared memory).
-    auto smem_ok = [&](auto kernel, int smem) -> cudaError_t {
-        if (smem > max_smem) return cudaErrorNotSupported;
-        if (smem <= 48 * 1024) return cudaSuccess;
-        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-    };
-    // The span form where it runs, else the block form.
+    // The span form where it runs, else the block form; each form's shared memory opted into
+    // (weft_smem_opt_in: a shape past the device's maximum is refused, and the caller takes the separate
+    // kernels, which need less).
     const int span_smem = span_smem_bytes(G, d);
     if (form != 1 && span_form_ok(Hq, Hkv, d, f16)) {
         const auto kernel = d <= 32   ? attn_decode_span_kernel<32>
                             : d <= 64 ? attn_decode_span_kernel<64>
                                       : attn_decode_span_kernel<128>;
-        const cudaError_t e = smem_ok(kernel, span_smem);
+        const cudaError_t e = weft_smem_opt_in(kernel, (size_t)span_smem);
         if (e != cudaSuccess) return e;
         return weft_pdl_launch_cluster(kernel, dim3((unsigned)spans, (unsigned)Hkv, (unsigned)n),
                                        dim3(kThreads), (size_t)span_smem, stream, spans > 1 ? spans : 0, q, k,
@@ -483,7 +476,7 @@ weft_cu_attention_decode_shaped(const float *q, const float *k, const float *v, 
     if (form == 2) return cudaErrorNotSupported;
     const auto kernel = f16 ? kernel_d<true>(d) : kernel_d<false>(d);
     const int smem = smem_bytes(G, d);
-    const cudaError_t e = smem_ok(kernel, smem);
+    const cudaError_t e = weft_smem_opt_in(kernel, (size_t)smem);
     if (e != cudaSuccess) return e;
     return weft_pdl_launch(kernel, dim3((unsigned)Hkv, (unsigned)nkb, (unsigned)n), dim3(kThreads),
                            (size_t)smem, stream, q, k, v, out, xf, xs, xq && xq->f16, rows, Hq, Hkv, d, layer,

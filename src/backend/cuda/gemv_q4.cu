@@ -319,20 +319,13 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
 }
 
 // For a launch of `kernel` with `threads` threads and smem bytes of dynamic shared memory: the kernel's limit
-// raised to the current device's maximum when smem needs more than the default, never lowered (launches of
-// different K share the kernel and may sit in different cached graphs, and a process may drive more than one
-// device), and in *slots the blocks resident on the device at once. cudaErrorNotSupported when smem exceeds
-// the device's maximum.
+// raised as weft_smem_opt_in (pdl.cuh) raises it, and in *slots the blocks resident on the device at once.
+// cudaErrorNotSupported when smem exceeds the device's maximum.
 template <class Kernel> cudaError_t resident_blocks(Kernel kernel, int threads, size_t smem, int64_t *slots) {
-    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
-    if (max_smem <= 0 || smem > (size_t)max_smem) return cudaErrorNotSupported;
-    if (smem > 48 * 1024) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
-        if (e != cudaSuccess) return e;
-    }
+    cudaError_t e = weft_smem_opt_in(kernel, smem);
+    if (e != cudaSuccess) return e;
     int per_sm = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
     if (e != cudaSuccess) return e;
     *slots = (int64_t)(per_sm > 0 ? per_sm : 1) * (weft_sm_count() > 0 ? weft_sm_count() : 1);
     return cudaSuccess;

@@ -35,6 +35,18 @@ static inline int weft_device_attr(cudaDeviceAttr a) {
     return v;
 }
 
+// Prepares `kernel` for a launch with smem bytes of dynamic shared memory: past the default 48 KiB, the
+// kernel's limit is raised to the current device's maximum — never lowered, since launches of other shapes
+// share the kernel and may sit in cached graphs, and a process may drive more than one device. Needs a kernel
+// without static shared memory (dynamic + static may not exceed the maximum). cudaErrorNotSupported when smem
+// exceeds the device's maximum (the caller takes another kernel), else the attribute call's error.
+template <typename Kernel> static cudaError_t weft_smem_opt_in(Kernel kernel, size_t smem) {
+    const int max_smem = weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+    if (max_smem <= 0 || smem > (size_t)max_smem) return cudaErrorNotSupported;
+    if (smem <= 48 * 1024) return cudaSuccess;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem);
+}
+
 // Whether launches use PDL: Hopper or newer (the current device at the first launch) and WEFT_CUDA_NO_PDL
 // unset; decided once per process (a constant after that).
 static inline bool weft_pdl_on() {
