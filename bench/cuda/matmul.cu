@@ -477,6 +477,16 @@ int main(int argc, char **argv) {
         // as Qwen3-4B's K = 2560 / 9728 give: 12 blocks over 8 slots, 5 blocks of 2 sub-blocks over 4
         check_q4x(L, 1024, 1536, false);
         if (320 % L.group == 0) check_q4x(L, 64, 320, false);
+        // gemv_q4.cu's one-row loop unrolled by its ring (a warp's K blocks per tile a multiple of 4) beside
+        // the plain loop in the same group: 36 blocks over 8 slots (5, 5, 5, 5, 4, 4, 4, 4), 34 over 4
+        // (9, 9, 8, 8); and all slots unrolled: 32 over 8 and over 4
+        check_q4x(L, 1024, 4608, false);
+        check_q4x_f16(L, 1024, 4608, false);
+        if (L.mode == WEFT_CU_OFF8) {
+            check_q4x_f16(L, 8448, 4352, false);
+            check_q4x_f16(L, 1024, 4096, false);
+            check_q4x_f16(L, 8448, 4096, false);
+        }
         // the wgmma GEMM's stage ring: 1, 3 and 5 K blocks (fewer than its 3 stages, not a multiple of them),
         // and uneven slots at 4 warps per tile (528+ tiles)
         for (int64_t K : {128, 384, 640})

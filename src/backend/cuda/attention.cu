@@ -218,14 +218,10 @@ cudaError_t span_launch_f(dim3 grid, int threads, int G, cudaStream_t stream, co
                           const weft_cu_row *rows, int Hq, int Hkv, int d, int layer, float scale,
                           float *scratch, int max_spans, int NBC, int nbrow) {
     const size_t smem = span_smem(G, d, NBC);
-    // The kernel's shared-memory limit is set to what either mode needs, never lowered: split and non-split
-    // launches of the same instance may sit in different cached graphs.
-    const size_t most = std::max(span_smem(G, d, 1), span_smem(G, d, SPAN));
-    if (most > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<DMAX, F16>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most);
-        if (e != cudaSuccess) return e;
-    }
+    // (weft_smem_opt_in: the limit raised, never lowered — split and non-split launches of the same
+    // instance may sit in different cached graphs)
+    const cudaError_t e = weft_smem_opt_in(attn_span_kernel<DMAX, F16>, smem);
+    if (e != cudaSuccess) return e;
     return weft_pdl_launch(attn_span_kernel<DMAX, F16>, grid, dim3(threads), smem, stream, q, out, rows, Hq,
                            Hkv, d, layer, scale, scratch, max_spans, NBC, nbrow);
 }

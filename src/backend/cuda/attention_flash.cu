@@ -344,11 +344,8 @@ struct TileArgs {
 template <int DMAX, bool F16, int NW, bool WG = false, bool WG2 = false>
 cudaError_t launch_tiles_f(dim3 grid, const TileArgs &a, cudaStream_t s) {
     const size_t smem = 4 * tile_smem_words(a.d, NW, F16, WG);
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(attn_tile_kernel<DMAX, F16, NW, WG, WG2>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
+    const cudaError_t e = weft_smem_opt_in(attn_tile_kernel<DMAX, F16, NW, WG, WG2>, smem); // (never lowered)
+    if (e != cudaSuccess) return e;
     return weft_pdl_launch(attn_tile_kernel<DMAX, F16, NW, WG, WG2>, grid, dim3(NW * 32), smem, s, a.q, a.out,
                            a.rows, a.tiles, a.Hq, a.Hkv, a.d, a.layer, a.scale, a.scratch, a.max_spans,
                            a.span_group);

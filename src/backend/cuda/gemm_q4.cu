@@ -410,7 +410,7 @@ cudaError_t launch_spc(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
     auto kernel = gemm_q4_kernel<MODE, SDT, SB, GPB, L, SPC>;
     const size_t part = L::SPLIT ? sizeof(float) * SPC * L::NW * L::TPW * L::WQ * 2 * 32 : 0;
     const size_t smem = sizeof(GStage<MODE, SDT, SB, GPB, L::GR>) * NST + part;
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const cudaError_t e = weft_smem_opt_in(kernel, smem);
     if (e != cudaSuccess) return e;
     const int64_t ntiles = d.rows / 16, C = L::SPLIT ? KW / SPC : 1;
     const dim3 grid((unsigned)((ntiles + GT - 1) / GT * C), (unsigned)((M + L::GR - 1) / L::GR));

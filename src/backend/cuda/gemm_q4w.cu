@@ -542,7 +542,7 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
     const dim3 grid((unsigned)tblocks, (unsigned)((M + R - 1) / R), (unsigned)NZ);
     if (NZ == 1) {
         auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, false, R>;
-        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = weft_smem_opt_in(kernel, smem);
         if (e != cudaSuccess) return e;
         weft_cu_epi ek = epi;
         const int64_t nsub = d.cols / 32, rows_p = (int64_t)grid.y * R;
@@ -562,7 +562,7 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
     }
     if constexpr (R != WR) return cudaErrorNotSupported; // split K: 64-row blocks only
     auto kernel = gemm_q4w_kernel<MODE, SDT, SB, GPB, H1, true>;
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = weft_smem_opt_in(kernel, smem);
     if (e != cudaSuccess) return e;
     e = weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
                         (const float *)xq->s, M, KW, epi);

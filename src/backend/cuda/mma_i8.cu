@@ -156,11 +156,8 @@ extern "C" cudaError_t weft_cu_matmul_i8x(const weft_cu_weight *w, const uint32_
     const int KW = weft_cu_q4_kw(w->rows, w->cols);
     const size_t smem =
         sizeof(float) * (size_t)(KW - 1) * 64 + (size_t)(w->cols / 32) * 32 * sizeof(uint32_t);
-    if (smem > 48 * 1024) {
-        cudaError_t e =
-            cudaFuncSetAttribute(i8x_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
+    const cudaError_t e = weft_smem_opt_in(i8x_kernel, smem); // (K sets smem: never lowered)
+    if (e != cudaSuccess) return e;
     return weft_pdl_launch(i8x_kernel, dim3((unsigned)(w->rows / 16)), dim3(KW * 32), smem, stream, d, XL,
                            *epi);
 }

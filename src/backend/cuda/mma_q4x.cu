@@ -193,10 +193,8 @@ cudaError_t launch_q4x(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
                         (X1S ? (size_t)(d.cols / 32) * (32 * sizeof(uint32_t) + sizeof(float)) : 0);
     const dim3 grid = RQ == 1 ? dim3(tiles * nrg, 1) : dim3(tiles, nrg);
     auto kernel = q4x_kernel<MODE, SDT, SB, GPB, RQ, X1S>;
-    if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-    }
+    const cudaError_t e = weft_smem_opt_in(kernel, smem); // (K sets smem: never lowered)
+    if (e != cudaSuccess) return e;
     return weft_pdl_launch(kernel, grid, dim3(KW * 32), smem, st, d, (const uint32_t *)xq->f,
                            (const float *)xq->s, M, epi);
 }
