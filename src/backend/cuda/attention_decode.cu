@@ -417,9 +417,36 @@ template <bool F16> auto kernel_d(int d) {
 }
 
 // Whether the span form runs for this shape: f16, clusters, d <= 128, and its shared memory on the device.
+// Whether a cluster of kMaxSpans blocks of the span kernel for head dim d with smem bytes each can be
+// resident at all (a MIG or MPS partition may hold too few SMs per GPC, and a refused cluster launch would
+// fail the forward): the occupancy query, after opting into the shared memory. False on any error (cleared:
+// the query's error is not a failed launch).
+bool span_cluster_fits(int d, int smem) {
+    const auto kernel = d <= 32   ? attn_decode_span_kernel<32>
+                        : d <= 64 ? attn_decode_span_kernel<64>
+                                  : attn_decode_span_kernel<128>;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kMaxSpans;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kMaxSpans, 1, 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    cudaError_t e = weft_smem_opt_in(kernel, (size_t)smem);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return e == cudaSuccess && clusters > 0;
+}
+
 bool span_form_ok(int Hq, int Hkv, int d, int f16) {
+    const int smem = span_smem_bytes(Hq / Hkv, d);
     return f16 && weft_cluster_on() && d <= 128 &&
-           span_smem_bytes(Hq / Hkv, d) <= weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+           smem <= weft_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin) && span_cluster_fits(d, smem);
 }
 
 } // namespace
