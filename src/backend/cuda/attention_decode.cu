@@ -416,7 +416,6 @@ template <bool F16> auto kernel_d(int d) {
                       : kernel_for<256, F16>;
 }
 
-// Whether the span form runs for this shape: f16, clusters, d <= 128, and its shared memory on the device.
 // Whether a cluster of kMaxSpans blocks of the span kernel for head dim d with smem bytes each can be
 // resident at all (a MIG or MPS partition may hold too few SMs per GPC, and a refused cluster launch would
 // fail the forward): the occupancy query, after opting into the shared memory. False on any error (cleared:
@@ -443,6 +442,8 @@ bool span_cluster_fits(int d, int smem) {
     return e == cudaSuccess && clusters > 0;
 }
 
+// Whether the span form runs for this shape: f16, clusters, d <= 128, its shared memory on the device, and a
+// cluster of the most spans resident.
 bool span_form_ok(int Hq, int Hkv, int d, int f16) {
     const int smem = span_smem_bytes(Hq / Hkv, d);
     return f16 && weft_cluster_on() && d <= 128 &&
