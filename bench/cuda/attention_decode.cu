@@ -233,6 +233,14 @@ void check_refusals() {
                                                counters, f16, form, 0);
     };
     EXPECT(call_form(0, 2) == cudaErrorNotSupported, "the span form taken on fp32");
+    // On an sm_90 device (clusters, and a cluster of 8 span blocks resident: the H200) the 8B shape in f16
+    // takes the span form, so rounds of up to WEFT_CU_ATTN_DECODE_MAX_ROWS streams use the one kernel.
+    int dev = 0, major = 0;
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major == 9)
+        EXPECT(weft_cu_attention_decode_rows(32, 8, 128, 1) == WEFT_CU_ATTN_DECODE_MAX_ROWS,
+               "the span form refused for 32/8 heads of 128 on compute capability 9");
     EXPECT(call_form(0, 3) == cudaErrorInvalidValue && call_form(0, -1) == cudaErrorInvalidValue,
            "an unknown form taken");
     CK(cudaGetLastError());

@@ -409,9 +409,10 @@ cudaError_t weft_cu_attention_decode(const float *q, const float *k, const float
 /* weft_cu_attention_decode in a chosen form (harnesses): 0 = the default; 1 = the block form (one block per
  * (kv head, key block, row), arrival counters in global memory); 2 = the span form (f16 only, thread block
  * clusters: one block per (span, kv head, row), each warp one key block, the folds in shared and distributed
- * shared memory; cudaErrorNotSupported where it cannot run: no clusters, fp32, d > 128, or more shared
- * memory than the device has). The default is the span form where it runs, else the block form. Every form
- * gives the same bits. */
+ * shared memory; cudaErrorNotSupported where it cannot run: no clusters, fp32, d > 128, more shared memory
+ * than the device has, or no cluster of 8 such blocks resident — cudaOccupancyMaxActiveClusters, e.g. a
+ * MIG / MPS partition). The default is the span form where it runs, else the block form. Every form gives
+ * the same bits. */
 cudaError_t weft_cu_attention_decode_shaped(const float *q, const float *k, const float *v, float *out,
                                             const weft_cu_xq *xq, const weft_cu_row *rows, int n, int max_pos,
                                             int Hq, int Hkv, int d, int layer, float scale,
