@@ -1,0 +1,357 @@
+// bench_cuda_persist: would one persistent kernel per batch-1 decode beat a kernel per one-row product?
+// (bench/NOTES.md session 22, "What is left": the one-row stream costs ≈ 5.9 µs per launch plus its bytes at
+// 3.9 TB/s.) The four products of a Llama-3.1-8B layer — q|k|v 6144x4096, o 4096x4096, gate|up 28672x4096,
+// down 4096x14336, Q4_0 on an f16 buffer — repeated for 32 layers (128 products, ≈ 3.9 GB streamed), in four
+// forms:
+//   dispatch     weft_cu_gemv_q4 per product (the model's kernels), captured in one graph;
+//   kernels      this file's kernel, one launch per product (PDL: its first K blocks issued before the wait),
+//                captured in one graph;
+//   persist      one cooperative launch over all 128 products, a grid barrier (an arrival counter) between
+//                products, each warp issuing its first K blocks of the next product before it arrives;
+//   persist-late the same with those copies issued after the barrier.
+// Every form computes gemv_q4.cu's one-row arithmetic (q4x_block per K block, a warp's K blocks in ascending
+// order, the warps' sums met in order, q4_epi_store): the outputs must equal the dispatch's bit for bit, and
+// only then are the forms timed. No data flows between the products here (each reads its own fixed row):
+// the barrier orders them as the model's data would.
+#include "matmul_common.cuh"
+#include "pdl.cuh"
+#include "q4_mma.cuh"
+
+namespace {
+
+constexpr int MODE = WEFT_CU_OFF8H, SDT = WEFT_CU_S_F16, SB = 4, GPB = 4;
+constexpr int kWarps = 8, kThreads = 32 * kWarps, kRing = 4, kProds = 4, kLayers = 32;
+constexpr int kScaleWords = 16 * SRaw<SDT, GPB>::BYTES / 4, kSlotWords = 64 * SB + kScaleWords;
+constexpr int kMaxSub = 14336 / 32;    // the staged row: hi words of the largest K
+constexpr int kSumFloats = 2 * 7 * 64; // the warps' sums: 2 buffers of (KW − 1) x 64, KW <= 8
+constexpr size_t kSmemBytes =
+    4 * ((size_t)kSumFloats + (size_t)kWarps * kRing * kSlotWords + (size_t)kMaxSub * 16 + SB * 16);
+
+struct Prod {
+    WDev w;
+    const uint32_t *xf; // the prepared f16 row: [nsub][32] words, hi words at 0..15
+    weft_cu_epi epi;
+    int KW; // warps per tile (weft_cu_q4_kw): the product's reduction order
+};
+struct Prods {
+    Prod p[kProds];
+};
+
+// One warp's share of one product: groups of KW warps (kWarps / KW per block) take runs of whole tiles.
+struct Work {
+    int KW, GP, p, ws, tile0, ntl, nblk, mine;
+    __device__ explicit Work(const Prod &P) {
+        const int warp = (int)(threadIdx.x >> 5);
+        KW = P.KW;
+        GP = kWarps / KW;
+        p = warp / KW;
+        ws = warp % KW;
+        const int tiles = (int)(P.w.rows / 16), G = (int)gridDim.x * GP, gid = (int)blockIdx.x * GP + p;
+        const int run = (tiles + G - 1) / G;
+        tile0 = min(gid * run, tiles);
+        ntl = min(tile0 + run, tiles) - tile0;
+        nblk = (int)(P.w.cols / (32 * SB));
+        mine = (nblk - ws + KW - 1) / KW;
+    }
+};
+
+// gemv_q4.cu's copy cursor: K block ci of tile ct of the warp's run, one commit group per K block.
+struct Cursor {
+    const uint32_t *qt, *qc;
+    const char *st, *sc;
+    size_t qtile, qk;
+    int64_t stile, sk;
+    int ct, ci, ntl, mine;
+    __device__ Cursor(const Prod &P, const Work &k) {
+        const int64_t ng = P.w.cols >> P.w.gshift;
+        const int lane = (int)(threadIdx.x & 31);
+        qtile = (size_t)k.nblk * 64 * SB;
+        qk = (size_t)k.KW * 64 * SB;
+        stile = 16 * ng * 2;
+        sk = (int64_t)k.KW * GPB * 2;
+        qt = qc = static_cast<const uint32_t *>(P.w.q) + (size_t)k.tile0 * qtile + (size_t)k.ws * 64 * SB;
+        st = sc = static_cast<const char *>(P.w.s) +
+                  (((int64_t)k.tile0 * 16 + (lane & 15)) * ng + (int64_t)k.ws * GPB) * 2;
+        ct = ci = 0;
+        ntl = k.ntl;
+        mine = k.mine;
+    }
+    __device__ void issue(uint32_t *s) {
+        const int lane = (int)(threadIdx.x & 31);
+        if (ct < ntl) {
+#pragma unroll
+            for (int c = lane; c < 16 * SB; c += 32) cp_async<16>(s + 4 * c, qc + 4 * c, true);
+            if (lane < 16) cp_async<SRaw<SDT, GPB>::BYTES>(s + 64 * SB + lane * 2, sc, true);
+            if (++ci == mine) {
+                ci = 0;
+                if (++ct < ntl) {
+                    qc = qt += qtile;
+                    sc = st += stile;
+                }
+            } else {
+                qc += qk;
+                sc += sk;
+            }
+        }
+        cp_commit();
+    }
+};
+
+__device__ __forceinline__ uint32_t ld_acquire(const unsigned *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// Every block arrives (after its writes, fenced) and waits until target blocks have: no sum depends on it.
+__device__ void grid_barrier(unsigned *count, unsigned target) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(count, 1u);
+        while (ld_acquire(count) < target) __nanosleep(20);
+    }
+    __syncthreads();
+}
+
+// One product for this warp: its K blocks from the ring (its first kRing already issued), the row's hi words
+// staged, gemv_q4.cu's one-row loop and tile ends.
+__device__ void run_prod(const Prod &P, const Work &k, Cursor &cur, float *red, uint32_t *ring, uint32_t *xs,
+                         const uint32_t *zeros) {
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    const int64_t nsub = P.w.cols / 32;
+    for (int i = 0; i < k.mine; i++) { // the row's hi words of this warp's K blocks
+        const int64_t u = (int64_t)(k.ws + i * k.KW) * SB + lane / 4;
+        if (lane < 16) cp_async<16>(xs + u * 16 + 4 * (lane % 4), P.xf + u * 32 + 4 * (lane % 4), true);
+    }
+    cp_commit();
+    cp_wait<0>();
+    __syncwarp();
+    const uint32_t *xb = g == 0 ? xs + 4 * t : zeros;
+    const int xstep = g == 0 ? SB * 16 : 0;
+    float *sums = red + k.p * 2 * (k.KW - 1) * 64;
+    float acc[1][2] = {{0.0f, 0.0f}}, C[1][4] = {}, sxg[1] = {0.0f};
+    uint32_t *cur_slot = ring;
+    int i = 0, buf = 0;
+    int64_t tile = k.tile0;
+    const int total = k.ntl * k.mine;
+    for (int n = 0; n < total; n++) {
+        cp_wait<kRing - 1>();
+        __syncwarp();
+        Stage<MODE, SDT, SB, GPB> S;
+#pragma unroll
+        for (int j = 0; j < SB; j++) {
+            S.wg[j] = cur_slot[lane * SB + j];
+            S.wh[j] = cur_slot[32 * SB + lane * SB + j];
+        }
+#pragma unroll
+        for (int r = 0; r < SRaw<SDT, GPB>::N; r++) {
+            S.sg.r[r] = cur_slot[64 * SB + g * 2 + r];
+            S.sh.r[r] = cur_slot[64 * SB + (g + 8) * 2 + r];
+        }
+        const int kb = k.ws + i * k.KW;
+        const uint32_t *xk = xb + kb * xstep;
+        uint4 x1[SB];
+        float s1[SB];
+#pragma unroll
+        for (int j = 0; j < SB; j++) {
+            x1[j] = *reinterpret_cast<const uint4 *>(xk + 16 * j);
+            s1[j] = 0.0f;
+        }
+        q4x_block<MODE, SDT, SB, GPB, 1, true>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C,
+                                               sxg);
+        __syncwarp();
+        cur.issue(cur_slot);
+        cur_slot = cur_slot + kSlotWords == ring + kRing * kSlotWords ? ring : cur_slot + kSlotWords;
+        if (++i < k.mine) continue;
+        i = 0;
+        float *rb = sums + buf * (k.KW - 1) * 64;
+        if (k.ws > 0) q4_put_sums<1>(rb, k.ws, acc, lane);
+        if (k.GP == 1)
+            __syncthreads();
+        else
+            asm volatile("bar.sync %0, %1;" ::"r"(k.p + 1), "r"(k.KW * 32) : "memory");
+        if (k.ws == 0) {
+            float v0 = acc[0][0], v1 = acc[0][1];
+            for (int w2 = 1; w2 < k.KW; w2++) {
+                v0 = __fadd_rn(v0, rb[(w2 - 1) * 64 + lane]);
+                v1 = __fadd_rn(v1, rb[(w2 - 1) * 64 + 32 + lane]);
+            }
+            q4_epi_store(P.epi, tile, t, 1, g, t, v0, v1);
+        }
+        acc[0][0] = acc[0][1] = 0.0f;
+        buf ^= 1;
+        tile++;
+    }
+}
+
+// Products first .. first + count − 1 (cycling through P's four). prefetch: a warp issues its first K blocks
+// of the next product before the grid barrier, else after it. count == 1 is the kernel-per-product form.
+__global__ void __launch_bounds__(kThreads, 3)
+    persist_kernel(Prods P, int first, int count, int prefetch, unsigned *bar) {
+    extern __shared__ __align__(16) float red[];
+    const int warp = (int)(threadIdx.x >> 5);
+    uint32_t *rings = reinterpret_cast<uint32_t *>(red + kSumFloats);
+    uint32_t *ring = rings + warp * kRing * kSlotWords, *xs = rings + kWarps * kRing * kSlotWords,
+             *zeros = xs + kMaxSub * 16;
+    for (int c = (int)threadIdx.x; c < SB * 16; c += kThreads) zeros[c] = 0u;
+    __syncthreads();
+    Work k(P.p[first % kProds]);
+    Cursor cur(P.p[first % kProds], k);
+    for (int s = 0; s < kRing; s++) cur.issue(ring + s * kSlotWords); // weights only (pdl.cuh)
+    weft_pdl_enter();
+    for (int i = 0; i < count; i++) {
+        run_prod(P.p[(first + i) % kProds], k, cur, red, ring, xs, zeros);
+        if (i + 1 == count) break;
+        const Prod &next = P.p[(first + i + 1) % kProds];
+        k = Work(next);
+        cur = Cursor(next, k);
+        if (prefetch)
+            for (int s = 0; s < kRing; s++) cur.issue(ring + s * kSlotWords);
+        grid_barrier(bar, (unsigned)(i + 1) * gridDim.x);
+        if (!prefetch)
+            for (int s = 0; s < kRing; s++) cur.issue(ring + s * kSlotWords);
+    }
+}
+
+cudaError_t launch(const Prods &P, int grid, int first, int count, int prefetch, unsigned *bar, bool coop,
+                   cudaStream_t st) {
+    cudaLaunchAttribute attr[1];
+    if (coop) {
+        attr[0].id = cudaLaunchAttributeCooperative;
+        attr[0].val.cooperative = 1;
+    } else {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = weft_pdl_on() ? 1 : 0;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.stream = st;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, persist_kernel, P, first, count, prefetch, bar);
+}
+
+} // namespace
+
+int main() {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!sm_at_least(9, "bench_cuda_persist")) return report("bench_cuda_persist");
+    const int64_t shape[kProds][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+    const char *pname[kProds] = {"q|k|v", "o", "gate|up", "down"};
+    const Layout &L = kLayouts[8]; // Q4_0-mma
+    Weight W[kProds];
+    weft_cu_xq xq[kProds];
+    float *dy[kProds];
+    Prods P{};
+    for (int p = 0; p < kProds; p++) {
+        const int64_t N = shape[p][0], K = shape[p][1];
+        W[p] = make_weight(L, N, K, 31 + (uint64_t)p);
+        xq[p] = weft_cu_xq{nullptr, nullptr, K, 1};
+        CK(cudaMalloc(&xq[p].f, (size_t)K * sizeof(uint32_t)));
+        CK(cudaMalloc(&xq[p].s, (size_t)(K / 32) * sizeof(float)));
+        Rng rng(77 + (uint64_t)p);
+        std::vector<float> x((size_t)K);
+        for (auto &v : x) v = rng.uniform();
+        float *dx = dev_upload(x);
+        CK(weft_cu_xq_prep(dx, K, 1, &xq[p], 0));
+        CK(cudaDeviceSynchronize());
+        cudaFree(dx);
+        CK(cudaMalloc(&dy[p], (size_t)N * sizeof(float)));
+        P.p[p] =
+            Prod{wdev(&W[p].w), xq[p].f, weft_cu_epi_store(dy[p], N, nullptr, 0, N), weft_cu_q4_kw(N, K)};
+        if (P.p[p].KW != 4 && P.p[p].KW != 8) {
+            fprintf(stderr, "bench_cuda_persist: KW %d for %s\n", P.p[p].KW, pname[p]);
+            return 1;
+        }
+    }
+    CK(cudaFuncSetAttribute(persist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes));
+    int per_sm = 0, dev = 0, sms = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, persist_kernel, kThreads, kSmemBytes));
+    CK(cudaGetDevice(&dev));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int grid = per_sm * sms;
+    printf("persistent grid: %d blocks (%d per SM) of %d threads, %zu bytes of shared memory\n", grid, per_sm,
+           kThreads, kSmemBytes);
+    unsigned *bar = nullptr;
+    CK(cudaMalloc(&bar, sizeof(unsigned)));
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const int nprod = kLayers * kProds;
+
+    auto poison = [&] {
+        for (int p = 0; p < kProds; p++) CK(cudaMemsetAsync(dy[p], 0xff, (size_t)shape[p][0] * 4, st));
+    };
+    auto capture = [&](auto body) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        body();
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphDestroy(g));
+        return ge;
+    };
+    cudaGraphExec_t g_dispatch = capture([&] {
+        for (int i = 0; i < nprod; i++) {
+            const int p = i % kProds;
+            CK(weft_cu_gemv_q4(&W[p].w, &xq[p], 1, &P.p[p].epi, st));
+        }
+    });
+    cudaGraphExec_t g_kernels = capture([&] {
+        for (int i = 0; i < nprod; i++) CK(launch(P, grid, i % kProds, 1, 0, bar, false, st));
+    });
+    auto persist = [&](int prefetch) {
+        CK(cudaMemsetAsync(bar, 0, sizeof(unsigned), st));
+        CK(launch(P, grid, 0, nprod, prefetch, bar, true, st));
+    };
+    // the dispatch's outputs, then every form's against them
+    poison();
+    CK(cudaGraphLaunch(g_dispatch, st));
+    CK(cudaStreamSynchronize(st));
+    std::vector<std::vector<float>> want(kProds);
+    for (int p = 0; p < kProds; p++) want[p] = dev_download(dy[p], (size_t)shape[p][0]);
+    const char *fname[3] = {"kernels", "persist", "persist-late"};
+    for (int f = 0; f < 3; f++) {
+        poison();
+        if (f == 0)
+            CK(cudaGraphLaunch(g_kernels, st));
+        else
+            persist(f == 1);
+        CK(cudaStreamSynchronize(st));
+        for (int p = 0; p < kProds; p++) {
+            const std::vector<float> got = dev_download(dy[p], (size_t)shape[p][0]);
+            const bool eq = !memcmp(got.data(), want[p].data(), got.size() * sizeof(float));
+            EXPECT(eq, "%s: %s differs from the dispatch", fname[f], pname[p]);
+        }
+    }
+    if (g_failures) return report("bench_cuda_persist");
+    auto t_ms = [&](auto f) {
+        return time_ms([&] {
+            f();
+            CK(cudaStreamSynchronize(st));
+        });
+    };
+    const double ms[4] = {t_ms([&] { CK(cudaGraphLaunch(g_dispatch, st)); }),
+                          t_ms([&] { CK(cudaGraphLaunch(g_kernels, st)); }), t_ms([&] { persist(1); }),
+                          t_ms([&] { persist(0); })};
+    double bytes = 0;
+    for (int p = 0; p < kProds; p++) bytes += (double)shape[p][0] * (double)shape[p][1] * (0.5 + 2.0 / 32);
+    bytes *= kLayers;
+    const char *all[4] = {"dispatch", "kernels", "persist", "persist-late"};
+    for (int f = 0; f < 4; f++)
+        printf("%-12s %d products (%d layers): %.3f ms, %.2f us per layer, %.2f TB/s\n", all[f], nprod,
+               kLayers, ms[f], 1e3 * ms[f] / kLayers, bytes / (ms[f] * 1e-3) / 1e12);
+    CK(cudaGraphExecDestroy(g_dispatch));
+    CK(cudaGraphExecDestroy(g_kernels));
+    for (int p = 0; p < kProds; p++) {
+        W[p].release();
+        cudaFree(xq[p].f);
+        cudaFree(xq[p].s);
+        cudaFree(dy[p]);
+    }
+    cudaFree(bar);
+    return report("bench_cuda_persist");
+}
