@@ -82,16 +82,7 @@ struct Cursor {
 #pragma unroll
             for (int c = lane; c < 16 * SB; c += 32) cp_async<16>(s + 4 * c, qc + 4 * c, true);
             if (lane < 16) cp_async<SRaw<SDT, GPB>::BYTES>(s + 64 * SB + lane * 2, sc, true);
-            if (++ci == mine) {
-                ci = 0;
-                if (++ct < ntl) {
-                    qc = qt += qtile;
-                    sc = st += stile;
-                }
-            } else {
-                qc += qk;
-                sc += sk;
-            }
+            q4_cursor_step(ci, ct, mine, ntl, qt, qc, st, sc, qtile, qk, stile, sk);
         }
         cp_commit();
     }

@@ -166,16 +166,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
 #pragma unroll
             for (int c = lane; c < 16 * SB; c += 32) cp_async<16>(s + 4 * c, qc + 4 * c, true);
             if (scopy) cp_async<Raw::BYTES>(s + soff, sc, true);
-            if (++ci == mine) { // the next tile's first K block (the cursors stay inside the arrays)
-                ci = 0;
-                if (++ct < ntl) {
-                    qc = qt += qtile;
-                    sc = st += stile;
-                }
-            } else {
-                qc += qk;
-                sc += sk;
-            }
+            q4_cursor_step(ci, ct, mine, ntl, qt, qc, st, sc, qtile, qk, stile, sk);
         }
         cp_commit();
     };

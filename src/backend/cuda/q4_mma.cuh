@@ -438,6 +438,26 @@ __device__ __forceinline__ void q4_stage_rest() {
     __syncwarp();
 }
 
+// A one-row stream's copy cursor moved past the K block it just copied (gemv_q4.cu; bench_cuda_persist): the
+// warp's next K block of tile ct (ci of mine, qc / sc advanced by qk / sk), or after a tile's last, the next
+// tile's first (qt / st advanced by qtile / stile) — none past the run's last tile, so the cursors stay
+// inside the arrays.
+template <class Q, class S>
+__device__ __forceinline__ void q4_cursor_step(int &ci, int &ct, int mine, int ntl, const Q *&qt,
+                                               const Q *&qc, const S *&st, const S *&sc, size_t qtile,
+                                               size_t qk, int64_t stile, int64_t sk) {
+    if (++ci == mine) {
+        ci = 0;
+        if (++ct < ntl) {
+            qc = qt += qtile;
+            sc = st += stile;
+        }
+    } else {
+        qc += qk;
+        sc += sk;
+    }
+}
+
 // The warps' sums of a tile meet in order ((w0 + w1) + w2) + ...: warp ws > 0 of the KW warps that split the
 // tile's K blocks stores its RQ quads' two sums per lane in buf ([KW − 1][RQ][64], lane-major); after a
 // barrier warp 0 adds buf[((w − 1)·RQ + q)·64 + lane (+ 32)] to its own for w = 1 .. KW − 1 in turn (written
