@@ -564,6 +564,8 @@ weft_status weft_cuda_backend_new(const weft_config *cfg, const weft_tensor_set 
         cu_destroy(b);
         return st;
     }
+    /* (once: the answer is fixed by the heads, the mode and the device — it queries the device's clusters) */
+    b->attn_rows = weft_cu_attention_decode_rows((int)b->Hq, (int)b->Hkv, (int)b->d, b->act_f16);
     out->ops = &CUDA_OPS;
     out->self = b;
     out->max_slots = b->max_slots;

@@ -73,6 +73,7 @@ typedef struct cu_backend {
     long ev_n[3];
     int max_pos;        /* largest position in the current forward */
     bool rows_distinct; /* every row of the current forward is its stream's only row */
+    int attn_rows;      /* weft_cu_attention_decode_rows for the model's heads, read once at creation */
     weft_cu_row *d_rows;
     int *d_outrows;
     /* pinned host mirrors */

@@ -137,17 +137,16 @@ static weft_status prep(cu_backend *b, const weft_cu_weight *w, const float *X, 
 
 /* A decode round's attention stage in one kernel (weft_cu_attention_decode: the per-head q/k norms (qwen3),
  * RoPE + KV store, attention and the o projection's prepared words, the same bits as the separate kernels)
- * for rounds of at most weft_cu_attention_decode_rows(…) rows, each its stream's only row (4 in its span
- * form, 1 otherwise: past those the separate kernels are faster, bench/NOTES.md sessions 12 and 21), unless
- * WEFT_CU_T_NO_FUSED_ATTN (timing) is set. *done:
- * it ran (*prepped: the prepared words too); else the separate kernels must run (not applicable, or refused
- * as cudaErrorNotSupported). The stage's WEFT_CU_T_ATTN twice-bit launches it twice (it is idempotent: the
- * same cache entries, counters at zero). */
+ * for rounds of at most b->attn_rows (weft_cu_attention_decode_rows) rows, each its stream's only row (4 in
+ * its span form, 1 otherwise: past those the separate kernels are faster, bench/NOTES.md sessions 12 and 21),
+ * unless WEFT_CU_T_NO_FUSED_ATTN (timing) is set. *done: it ran (*prepped: the prepared words too); else the
+ * separate kernels must run (not applicable, or refused as cudaErrorNotSupported). The stage's WEFT_CU_T_ATTN
+ * twice-bit launches it twice (it is idempotent: the same cache entries, counters at zero). */
 static weft_status attn_fused(cu_backend *b, const cu_layer *ly, int n, int l, float scale, bool *done,
                               bool *prepped, weft_err *err) {
     *done = *prepped = false;
-    if (n > weft_cu_attention_decode_rows((int)b->Hq, (int)b->Hkv, (int)b->d, b->act_f16) ||
-        !b->rows_distinct || b->baseline || b->n_tiles > 0 || (b->twice & WEFT_CU_T_NO_FUSED_ATTN))
+    if (n > b->attn_rows || !b->rows_distinct || b->baseline || b->n_tiles > 0 ||
+        (b->twice & WEFT_CU_T_NO_FUSED_ATTN))
         return WEFT_OK;
     const bool xq = wants_xq(b, &ly->wo);
     const weft_cu_xq q = xq_of(b, ly->wo.cols);
