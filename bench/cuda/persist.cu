@@ -9,6 +9,8 @@
 //   persist      one cooperative launch over all 128 products, a grid barrier (an arrival counter) between
 //                products, each warp issuing its first K blocks of the next product before it arrives;
 //   persist-late the same with those copies issued after the barrier.
+// Session 22–23: persist 54 and persist-late 61 µs per layer against the dispatch's 43 (bench/NOTES.md
+// session 23) — a grid barrier costs more than a PDL launch. Then a probe of each product alone (probe_tail).
 // Every form computes gemv_q4.cu's one-row arithmetic (q4x_block per K block, a warp's K blocks in ascending
 // order, the warps' sums met in order, q4_epi_store): the outputs must equal the dispatch's bit for bit, and
 // only then are the forms timed. No data flows between the products here (each reads its own fixed row):
@@ -16,6 +18,9 @@
 #include "matmul_common.cuh"
 #include "pdl.cuh"
 #include "q4_mma.cuh"
+
+#include <algorithm>
+#include <vector>
 
 namespace {
 
@@ -105,19 +110,80 @@ __device__ void grid_barrier(unsigned *count, unsigned target) {
     __syncthreads();
 }
 
-// One product for this warp: its K blocks from the ring (its first kRing already issued), the row's hi words
-// staged, gemv_q4.cu's one-row loop and tile ends.
-__device__ void run_prod(const Prod &P, const Work &k, Cursor &cur, float *red, uint32_t *ring, uint32_t *xs,
-                         const uint32_t *zeros) {
-    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
-    const int64_t nsub = P.w.cols / 32;
-    for (int i = 0; i < k.mine; i++) { // the row's hi words of this warp's K blocks
+// The row's hi words of this warp's K blocks into xs (one wait).
+__device__ void stage_row(const Prod &P, const Work &k, uint32_t *xs) {
+    const int lane = (int)(threadIdx.x & 31);
+    for (int i = 0; i < k.mine; i++) {
         const int64_t u = (int64_t)(k.ws + i * k.KW) * SB + lane / 4;
         if (lane < 16) cp_async<16>(xs + u * 16 + 4 * (lane % 4), P.xf + u * 32 + 4 * (lane % 4), true);
     }
     cp_commit();
     cp_wait<0>();
     __syncwarp();
+}
+
+// One K block from its ring slot (gemv_q4.cu's one-row step): kb is the block's index in the row.
+__device__ __forceinline__ void kblock(const uint32_t *slot, const uint32_t *xb, int xstep, int kb,
+                                       int64_t nsub, float (&acc)[1][2], float (&C)[1][4], float (&sxg)[1]) {
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    Stage<MODE, SDT, SB, GPB> S;
+#pragma unroll
+    for (int j = 0; j < SB; j++) {
+        S.wg[j] = slot[lane * SB + j];
+        S.wh[j] = slot[32 * SB + lane * SB + j];
+    }
+#pragma unroll
+    for (int r = 0; r < SRaw<SDT, GPB>::N; r++) {
+        S.sg.r[r] = slot[64 * SB + g * 2 + r];
+        S.sh.r[r] = slot[64 * SB + (g + 8) * 2 + r];
+    }
+    const uint32_t *xk = xb + kb * xstep;
+    uint4 x1[SB];
+    float s1[SB];
+#pragma unroll
+    for (int j = 0; j < SB; j++) {
+        x1[j] = *reinterpret_cast<const uint4 *>(xk + 16 * j);
+        s1[j] = 0.0f;
+    }
+    q4x_block<MODE, SDT, SB, GPB, 1, true>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C, sxg);
+}
+
+// A tile's end: the group's warps' sums met in order, its first warp storing the tile.
+__device__ __forceinline__ void tile_end(const Prod &P, const Work &k, float *sums, int &buf, int64_t tile,
+                                         float (&acc)[1][2]) {
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    float *rb = sums + buf * (k.KW - 1) * 64;
+    if (k.ws > 0) q4_put_sums<1>(rb, k.ws, acc, lane);
+    if (k.GP == 1)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, %1;" ::"r"(k.p + 1), "r"(k.KW * 32) : "memory");
+    if (k.ws == 0) {
+        float v0 = acc[0][0], v1 = acc[0][1];
+        for (int w2 = 1; w2 < k.KW; w2++) {
+            v0 = __fadd_rn(v0, rb[(w2 - 1) * 64 + lane]);
+            v1 = __fadd_rn(v1, rb[(w2 - 1) * 64 + 32 + lane]);
+        }
+        q4_epi_store(P.epi, tile, t, 1, g, t, v0, v1);
+    }
+    acc[0][0] = acc[0][1] = 0.0f;
+    buf ^= 1;
+}
+
+// A warp's timestamps (globaltimer, ns) for the probe: entry, first K block arrived, last tile stored.
+__device__ __forceinline__ unsigned long long gtime() {
+    unsigned long long v;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+    return v;
+}
+
+// One product for this warp: its K blocks from the ring (its first kRing already issued), the row's hi words
+// staged, gemv_q4.cu's one-row loop and tile ends.
+__device__ void run_prod(const Prod &P, const Work &k, Cursor &cur, float *red, uint32_t *ring, uint32_t *xs,
+                         const uint32_t *zeros, unsigned long long *probe) {
+    const int lane = (int)(threadIdx.x & 31), g = lane >> 2, t = lane & 3;
+    const int64_t nsub = P.w.cols / 32;
+    stage_row(P, k, xs);
     const uint32_t *xb = g == 0 ? xs + 4 * t : zeros;
     const int xstep = g == 0 ? SB * 16 : 0;
     float *sums = red + k.p * 2 * (k.KW - 1) * 64;
@@ -129,59 +195,27 @@ __device__ void run_prod(const Prod &P, const Work &k, Cursor &cur, float *red, 
     for (int n = 0; n < total; n++) {
         cp_wait<kRing - 1>();
         __syncwarp();
-        Stage<MODE, SDT, SB, GPB> S;
-#pragma unroll
-        for (int j = 0; j < SB; j++) {
-            S.wg[j] = cur_slot[lane * SB + j];
-            S.wh[j] = cur_slot[32 * SB + lane * SB + j];
-        }
-#pragma unroll
-        for (int r = 0; r < SRaw<SDT, GPB>::N; r++) {
-            S.sg.r[r] = cur_slot[64 * SB + g * 2 + r];
-            S.sh.r[r] = cur_slot[64 * SB + (g + 8) * 2 + r];
-        }
-        const int kb = k.ws + i * k.KW;
-        const uint32_t *xk = xb + kb * xstep;
-        uint4 x1[SB];
-        float s1[SB];
-#pragma unroll
-        for (int j = 0; j < SB; j++) {
-            x1[j] = *reinterpret_cast<const uint4 *>(xk + 16 * j);
-            s1[j] = 0.0f;
-        }
-        q4x_block<MODE, SDT, SB, GPB, 1, true>(S, x1, s1, nullptr, nullptr, nsub, 1, 0, kb, g, t, acc, C,
-                                               sxg);
+        if (probe && n == 0 && lane == 0) probe[1] = gtime();
+        kblock(cur_slot, xb, xstep, k.ws + i * k.KW, nsub, acc, C, sxg);
         __syncwarp();
         cur.issue(cur_slot);
         cur_slot = cur_slot + kSlotWords == ring + kRing * kSlotWords ? ring : cur_slot + kSlotWords;
         if (++i < k.mine) continue;
         i = 0;
-        float *rb = sums + buf * (k.KW - 1) * 64;
-        if (k.ws > 0) q4_put_sums<1>(rb, k.ws, acc, lane);
-        if (k.GP == 1)
-            __syncthreads();
-        else
-            asm volatile("bar.sync %0, %1;" ::"r"(k.p + 1), "r"(k.KW * 32) : "memory");
-        if (k.ws == 0) {
-            float v0 = acc[0][0], v1 = acc[0][1];
-            for (int w2 = 1; w2 < k.KW; w2++) {
-                v0 = __fadd_rn(v0, rb[(w2 - 1) * 64 + lane]);
-                v1 = __fadd_rn(v1, rb[(w2 - 1) * 64 + 32 + lane]);
-            }
-            q4_epi_store(P.epi, tile, t, 1, g, t, v0, v1);
-        }
-        acc[0][0] = acc[0][1] = 0.0f;
-        buf ^= 1;
+        tile_end(P, k, sums, buf, tile, acc);
         tile++;
     }
 }
 
 // Products first .. first + count − 1 (cycling through P's four). prefetch: a warp issues its first K blocks
 // of the next product before the grid barrier, else after it. count == 1 is the kernel-per-product form.
+// probe (count == 1): per warp {entry, first K block, end} times, [gridDim.x][kWarps][3].
 __global__ void __launch_bounds__(kThreads, 3)
-    persist_kernel(Prods P, int first, int count, int prefetch, unsigned *bar) {
+    persist_kernel(Prods P, int first, int count, int prefetch, unsigned *bar, unsigned long long *probe) {
     extern __shared__ __align__(16) float red[];
-    const int warp = (int)(threadIdx.x >> 5);
+    const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+    unsigned long long *pw = probe ? probe + ((size_t)blockIdx.x * kWarps + warp) * 3 : nullptr;
+    if (pw && lane == 0) pw[0] = gtime();
     uint32_t *rings = reinterpret_cast<uint32_t *>(red + kSumFloats);
     uint32_t *ring = rings + warp * kRing * kSlotWords, *xs = rings + kWarps * kRing * kSlotWords,
              *zeros = xs + kMaxSub * 16;
@@ -192,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int s = 0; s < kRing; s++) cur.issue(ring + s * kSlotWords); // weights only (pdl.cuh)
     weft_pdl_enter();
     for (int i = 0; i < count; i++) {
-        run_prod(P.p[(first + i) % kProds], k, cur, red, ring, xs, zeros);
+        run_prod(P.p[(first + i) % kProds], k, cur, red, ring, xs, zeros, count == 1 ? pw : nullptr);
         if (i + 1 == count) break;
         const Prod &next = P.p[(first + i + 1) % kProds];
         k = Work(next);
@@ -203,10 +237,11 @@ __global__ void __launch_bounds__(kThreads, 3)
         if (!prefetch)
             for (int s = 0; s < kRing; s++) cur.issue(ring + s * kSlotWords);
     }
+    if (pw && lane == 0) pw[2] = gtime();
 }
 
 cudaError_t launch(const Prods &P, int grid, int first, int count, int prefetch, unsigned *bar, bool coop,
-                   cudaStream_t st) {
+                   cudaStream_t st, unsigned long long *probe = nullptr) {
     cudaLaunchAttribute attr[1];
     if (coop) {
         attr[0].id = cudaLaunchAttributeCooperative;
@@ -222,7 +257,48 @@ cudaError_t launch(const Prods &P, int grid, int first, int count, int prefetch,
     cfg.stream = st;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, persist_kernel, P, first, count, prefetch, bar);
+    return cudaLaunchKernelEx(&cfg, persist_kernel, P, first, count, prefetch, bar, probe);
+}
+
+// Where one launch's time goes: each product alone (after a synchronize), every warp's entry / first K block
+// / end times relative to the earliest entry (µs, quantiles over the warps that had tiles). Session 23: the
+// gate|up product's warps ended between 15 and 27 µs; tiles claimed from a counter instead of fixed runs
+// were slower in the model all the same (bench/NOTES.md session 23).
+void probe_tail(const Prods &P, int grid, unsigned *bar, cudaStream_t st) {
+    const size_t n = (size_t)grid * kWarps * 3;
+    unsigned long long *d = nullptr;
+    CK(cudaMalloc(&d, n * sizeof(unsigned long long)));
+    const char *pname[kProds] = {"q|k|v", "o", "gate|up", "down"};
+    for (int p = 0; p < kProds; p++) {
+        std::vector<double> entry, first, end;
+        for (int rep = 0; rep < 5; rep++) {
+            CK(cudaMemsetAsync(d, 0, n * sizeof(unsigned long long), st));
+            CK(launch(P, grid, p, 1, 0, bar, false, st, d));
+            CK(cudaStreamSynchronize(st));
+            std::vector<unsigned long long> h(n);
+            CK(cudaMemcpy(h.data(), d, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+            unsigned long long t0 = ~0ull;
+            for (size_t w = 0; w < n / 3; w++) t0 = std::min(t0, h[3 * w]);
+            if (rep < 2) continue; // warm-up
+            for (size_t w = 0; w < n / 3; w++) {
+                if (!h[3 * w + 1]) continue; // a warp without tiles
+                entry.push_back((double)(h[3 * w] - t0) * 1e-3);
+                first.push_back((double)(h[3 * w + 1] - t0) * 1e-3);
+                end.push_back((double)(h[3 * w + 2] - t0) * 1e-3);
+            }
+        }
+        auto q = [](std::vector<double> v, double f) {
+            if (v.empty()) return 0.0;
+            std::sort(v.begin(), v.end());
+            return v[(size_t)(f * (double)(v.size() - 1))];
+        };
+        printf(
+            "probe %-8s %-6s warps %5zu  entry p50 %5.2f max %5.2f  first p50 %5.2f max %5.2f  end min %5.2f "
+            "p10 %5.2f p50 %5.2f p90 %5.2f max %5.2f us\n",
+            pname[p], "static", entry.size() / 3, q(entry, 0.5), q(entry, 1), q(first, 0.5), q(first, 1),
+            q(end, 0), q(end, 0.1), q(end, 0.5), q(end, 0.9), q(end, 1));
+    }
+    cudaFree(d);
 }
 
 } // namespace
@@ -325,16 +401,23 @@ int main() {
             CK(cudaStreamSynchronize(st));
         });
     };
-    const double ms[4] = {t_ms([&] { CK(cudaGraphLaunch(g_dispatch, st)); }),
-                          t_ms([&] { CK(cudaGraphLaunch(g_kernels, st)); }), t_ms([&] { persist(1); }),
-                          t_ms([&] { persist(0); })};
+    // each form twice, alternated (the spread between the two is the noise)
+    double ms[2][4];
+    for (int r = 0; r < 2; r++) {
+        ms[r][0] = t_ms([&] { CK(cudaGraphLaunch(g_dispatch, st)); });
+        ms[r][1] = t_ms([&] { CK(cudaGraphLaunch(g_kernels, st)); });
+        ms[r][2] = t_ms([&] { persist(1); });
+        ms[r][3] = t_ms([&] { persist(0); });
+    }
     double bytes = 0;
     for (int p = 0; p < kProds; p++) bytes += (double)shape[p][0] * (double)shape[p][1] * (0.5 + 2.0 / 32);
     bytes *= kLayers;
     const char *all[4] = {"dispatch", "kernels", "persist", "persist-late"};
-    for (int f = 0; f < 4; f++)
-        printf("%-12s %d products (%d layers): %.3f ms, %.2f us per layer, %.2f TB/s\n", all[f], nprod,
-               kLayers, ms[f], 1e3 * ms[f] / kLayers, bytes / (ms[f] * 1e-3) / 1e12);
+    for (int r = 0; r < 2; r++)
+        for (int f = 0; f < 4; f++)
+            printf("%-12s %d products (%d layers): %.3f ms, %.2f us per layer, %.2f TB/s\n", all[f], nprod,
+                   kLayers, ms[r][f], 1e3 * ms[r][f] / kLayers, bytes / (ms[r][f] * 1e-3) / 1e12);
+    probe_tail(P, grid, bar, st);
     CK(cudaGraphExecDestroy(g_dispatch));
     CK(cudaGraphExecDestroy(g_kernels));
     for (int p = 0; p < kProds; p++) {
