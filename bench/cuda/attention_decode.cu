@@ -4,6 +4,7 @@
 // arrival counters back at zero) identical; the refusals; then the time of both at the 8B shape.
 #include "common.cuh"
 #include "cuda_kernels.h"
+#include "pdl.cuh"
 
 namespace {
 
@@ -250,6 +251,68 @@ void check_refusals() {
     cudaFree(dfreq);
 }
 
+// A grid that does not cover its row (max_pos below the row's position: a caller's error) computes nothing
+// and leaves the counters at zero — and still keeps the launches around it in order (pdl.cuh): a slow
+// predecessor's store must be seen by a successor launched after it. Without the wait in its leaving blocks
+// the launch could complete at once and the successor read the flag before the predecessor set it.
+__global__ void slow_store(int *flag, long long spin) {
+    weft_pdl_enter();
+    const long long t0 = clock64();
+    while (clock64() - t0 < spin) {
+    }
+    *flag = 1;
+}
+__global__ void read_flag(const int *flag, int *out) {
+    weft_pdl_enter();
+    *out = *(const volatile int *)flag;
+}
+void check_uncovered() {
+    const Case c{32, 8, 128, 4096, 128, 0};
+    float *dfreq = nullptr;
+    const weft_cu_rope rope = make_rope(c, &dfreq);
+    const std::vector<std::vector<float>> cache(1, std::vector<float>(kv_floats(c), 0.01f));
+    const std::vector<float> qkv((size_t)(c.Hq + 2 * c.Hkv) * c.d, 0.02f);
+    const size_t ncnt = (size_t)weft_cu_attention_decode_counters(1, c.Hkv), nq = (size_t)c.Hq * c.d;
+    int *counters = nullptr, *flag = nullptr;
+    CK(cudaMalloc(&counters, ncnt * sizeof(int)));
+    CK(cudaMalloc(&flag, 2 * sizeof(int)));
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int f16 : {1, 0})
+        for (int form : {0, 1}) {
+            if (form == 1 && !f16) continue; // (fp32: the block form is the default)
+            Bufs B = make_bufs(c, {600}, cache, qkv, f16);
+            CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
+            CK(cudaMemset(B.out, 0xff, nq * sizeof(float)));
+            CK(cudaMemset(flag, 0, 2 * sizeof(int)));
+            CK(cudaDeviceSynchronize());
+            CK(weft_pdl_launch(slow_store, dim3(1), dim3(1), 0, st, flag, 2000000LL)); // ≈ 1 ms
+            CK(weft_cu_attention_decode_shaped(B.q, B.k, B.v, B.out, nullptr, B.rows, 1, 100, c.Hq, c.Hkv,
+                                               c.d, 0, 0.088f, &rope, nullptr, nullptr, 1e-6f, B.scratch,
+                                               c.cap, counters, f16, form, st));
+            CK(weft_pdl_launch(read_flag, dim3(1), dim3(1), 0, st, flag, flag + 1));
+            CK(cudaStreamSynchronize(st));
+            int seen = 0;
+            CK(cudaMemcpy(&seen, flag + 1, sizeof seen, cudaMemcpyDeviceToHost));
+            const std::vector<uint32_t> out = dev_download(reinterpret_cast<uint32_t *>(B.out), nq);
+            const std::vector<int> cnt = dev_download(counters, ncnt);
+            const bool untouched = std::all_of(out.begin(), out.end(), [](uint32_t u) { return u == ~0u; }),
+                       zero = std::all_of(cnt.begin(), cnt.end(), [](int x) { return x == 0; });
+            EXPECT(seen == 1,
+                   "uncovered row (f16 %d, form %d): the next kernel ran before the one before it "
+                   "finished",
+                   f16, form);
+            EXPECT(untouched && zero, "uncovered row (f16 %d, form %d): output written or counters left set",
+                   f16, form);
+            B.release();
+        }
+    printf("decode grid not covering its row (both forms): %s\n", g_failures ? "FAILED so far" : "ok");
+    CK(cudaStreamDestroy(st));
+    cudaFree(counters);
+    cudaFree(flag);
+    cudaFree(dfreq);
+}
+
 // Back-to-back time of the stage both ways for n rows at one position (the 8B shape: 32/8 heads of 128); f16:
 // f16 arithmetic and caches.
 void time_stage(int pos, int n = 1, int f16 = 0) {
@@ -334,6 +397,7 @@ int main(int argc, char **argv) {
     check_case({32, 8, 128, 4096, 128, 0}, {255, 256, 1500, 0}, true);
     check_case({8, 2, 64, 1024, 64, 1}, {65, 900, 3}, true, true); // d = 64, adjacent pairs, qwen3 norms
     check_refusals();
+    check_uncovered();
     for (int f16 = 0; f16 < 2; f16++) {
         for (int pos : {64, 600, 1500, 2047}) time_stage(pos, 1, f16);
         for (int n : {2, 4, 8, 16, 64}) time_stage(600, n, f16);

@@ -168,8 +168,15 @@ __global__ void __launch_bounds__(kThreads)
     const weft_cu_row row = rows[r];
     const int t0 = kb * KB, pos = row.pos;
     // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing, so
-    // the arrival counters stay at zero for the launches after it.
-    if (t0 > pos || pos >= nbrow * KB) return;
+    // the arrival counters stay at zero for the launches after it — but its blocks still wait for the
+    // predecessor before leaving: a launch none of whose blocks waits could complete before its predecessor,
+    // and the next kernel would then be ordered after neither (pdl.cuh). Blocks past the row's position
+    // leave at once: the row's block 0 (t0 = 0) waits.
+    if (pos >= nbrow * KB) {
+        weft_pdl_enter();
+        return;
+    }
+    if (t0 > pos) return;
     const bool newkey = pos < t0 + KB; // this block's keys include the row's own
     KvElem<F16> *Kc = kv_rows<F16>(row, layer, 0, kvd) + (size_t)j * d,
                 *Vc = kv_rows<F16>(row, layer, 1, kvd) + (size_t)j * d;
@@ -328,8 +335,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const weft_cu_row row = rows[r];
     const int pos = row.pos, t0 = s * SPAN * KB, ns = pos / (SPAN * KB) + 1; // ns: the row's spans
     // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing:
-    // every block of the cluster (one row) leaves here, before any cluster barrier.
-    if (ns > nspans) return;
+    // every block of the cluster (one row) leaves here, before any cluster barrier, after the PDL wait (as
+    // the block form's).
+    if (ns > nspans) {
+        weft_pdl_enter();
+        return;
+    }
     const bool act = s < ns, newkey = act && pos < t0 + SPAN * KB;
     const int nb = act ? min(SPAN, pos / KB + 1 - s * SPAN) : 0; // this span's key blocks
     KvElem<true> *Kc = kv_rows<true>(row, layer, 0, kvd) + (size_t)j * d,

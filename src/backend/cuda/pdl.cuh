@@ -4,9 +4,12 @@
 // stale. Every kernel launched this way calls weft_pdl_enter before any store and before any load of data a
 // kernel may write, and only then allows its own successor to be scheduled — so at most two kernels overlap,
 // and the chain of waits orders each kernel after all earlier ones (kernel N starts only after N − 1 passed
-// its wait, so N − 2 has finished). The saving is the gap between dependent kernels (launch, ramp-up), which
-// at batch 1 is paid ~330 times per token. Values are unchanged: the same kernels run on the same inputs.
-// WEFT_CUDA_NO_PDL (non-empty) launches normally (for comparison).
+// its wait, so N − 2 has finished). A kernel whose blocks may leave before weft_pdl_enter needs at least one
+// block of every launch to reach it (or to call it before leaving): a launch none of whose blocks waits could
+// complete before its predecessor, and its successor would then be ordered after neither. The saving is the
+// gap between dependent kernels (launch, ramp-up), which at batch 1 is paid ~330 times per token. Values are
+// unchanged: the same kernels run on the same inputs. WEFT_CUDA_NO_PDL (non-empty) launches normally (for
+// comparison).
 #ifndef WEFT_PDL_CUH
 #define WEFT_PDL_CUH
 
