@@ -189,15 +189,25 @@ void check_case(const Case &c, int pos, bool with_xq, bool qk_norm = false) {
     check_case(c, std::vector<int>{pos}, with_xq, qk_norm);
 }
 
+// One row's inputs for the whole-call checks below: the rope table, a cache of one value, q|k|v of another.
+struct OneRow {
+    float *dfreq = nullptr;
+    weft_cu_rope rope;
+    std::vector<std::vector<float>> cache;
+    std::vector<float> qkv;
+    OneRow(const Case &c, float cache_v, float qkv_v)
+        : rope(make_rope(c, &dfreq)), cache(1, std::vector<float>(kv_floats(c), cache_v)),
+          qkv((size_t)(c.Hq + 2 * c.Hkv) * c.d, qkv_v) {}
+    ~OneRow() { cudaFree(dfreq); }
+};
+
 // The refusals: more key blocks than the scratch floor, xq with a head group not a multiple of 32 wide,
 // bad arguments — none may launch anything.
 void check_refusals() {
     const Case c{6, 2, 48, 8192, 48, 0};
-    float *dfreq = nullptr;
-    const weft_cu_rope rope = make_rope(c, &dfreq);
-    const std::vector<std::vector<float>> cache(1, std::vector<float>(kv_floats(c), 0.5f));
-    const std::vector<float> qkv((size_t)(c.Hq + 2 * c.Hkv) * c.d, 0.25f);
-    Bufs B = make_bufs(c, {10}, cache, qkv, 0);
+    const OneRow in(c, 0.5f, 0.25f);
+    const weft_cu_rope &rope = in.rope;
+    Bufs B = make_bufs(c, {10}, in.cache, in.qkv, 0);
     int *counters = nullptr;
     CK(cudaMalloc(&counters, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
     CK(cudaMemset(counters, 0, (size_t)weft_cu_attention_decode_counters(1, c.Hkv) * sizeof(int)));
@@ -248,7 +258,6 @@ void check_refusals() {
     printf("decode refusals: %s\n", g_failures ? "FAILED so far" : "ok");
     B.release();
     cudaFree(counters);
-    cudaFree(dfreq);
 }
 
 // A grid that does not cover its row (max_pos below the row's position: a caller's error) computes nothing
@@ -268,10 +277,7 @@ __global__ void read_flag(const int *flag, int *out) {
 }
 void check_uncovered() {
     const Case c{32, 8, 128, 4096, 128, 0};
-    float *dfreq = nullptr;
-    const weft_cu_rope rope = make_rope(c, &dfreq);
-    const std::vector<std::vector<float>> cache(1, std::vector<float>(kv_floats(c), 0.01f));
-    const std::vector<float> qkv((size_t)(c.Hq + 2 * c.Hkv) * c.d, 0.02f);
+    const OneRow in(c, 0.01f, 0.02f);
     const size_t ncnt = (size_t)weft_cu_attention_decode_counters(1, c.Hkv), nq = (size_t)c.Hq * c.d;
     int *counters = nullptr, *flag = nullptr;
     CK(cudaMalloc(&counters, ncnt * sizeof(int)));
@@ -281,14 +287,14 @@ void check_uncovered() {
     for (int f16 : {1, 0})
         for (int form : {0, 1}) {
             if (form == 1 && !f16) continue; // (fp32: the block form is the default)
-            Bufs B = make_bufs(c, {600}, cache, qkv, f16);
+            Bufs B = make_bufs(c, {600}, in.cache, in.qkv, f16);
             CK(cudaMemset(counters, 0, ncnt * sizeof(int)));
             CK(cudaMemset(B.out, 0xff, nq * sizeof(float)));
             CK(cudaMemset(flag, 0, 2 * sizeof(int)));
             CK(cudaDeviceSynchronize());
             CK(weft_pdl_launch(slow_store, dim3(1), dim3(1), 0, st, flag, 2000000LL)); // ≈ 1 ms
             CK(weft_cu_attention_decode_shaped(B.q, B.k, B.v, B.out, nullptr, B.rows, 1, 100, c.Hq, c.Hkv,
-                                               c.d, 0, 0.088f, &rope, nullptr, nullptr, 1e-6f, B.scratch,
+                                               c.d, 0, 0.088f, &in.rope, nullptr, nullptr, 1e-6f, B.scratch,
                                                c.cap, counters, f16, form, st));
             CK(weft_pdl_launch(read_flag, dim3(1), dim3(1), 0, st, flag, flag + 1));
             CK(cudaStreamSynchronize(st));
@@ -310,7 +316,6 @@ void check_uncovered() {
     CK(cudaStreamDestroy(st));
     cudaFree(counters);
     cudaFree(flag);
-    cudaFree(dfreq);
 }
 
 // Back-to-back time of the stage both ways for n rows at one position (the 8B shape: 32/8 heads of 128); f16:
