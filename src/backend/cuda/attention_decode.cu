@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
     // predecessor before leaving: a launch none of whose blocks waits could complete before its predecessor,
     // and the next kernel would then be ordered after neither (pdl.cuh). Blocks past the row's position
     // leave at once: the row's block 0 (t0 = 0) waits.
-    if (pos >= nbrow * KB) {
+    if (pos < 0 || pos >= nbrow * KB) {
         weft_pdl_enter();
         return;
     }
@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // A grid that does not cover the row (max_pos below its position: a caller's error) computes nothing:
     // every block of the cluster (one row) leaves here, before any cluster barrier, after the PDL wait (as
     // the block form's).
-    if (ns > nspans) {
+    if (pos < 0 || ns > nspans) {
         weft_pdl_enter();
         return;
     }
