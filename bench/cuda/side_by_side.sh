@@ -12,6 +12,7 @@
 # bench_cuda_attention_decode.xz in carry/); imma = the
 # integer-arithmetic probe (bench_cuda_imma_probe.xz); i8 = its one-row matvec (bench_cuda_i8matvec.xz); gemmncu =
 # profiler sections of the GEMM (wgemmncu: of the wgmma GEMM; gemvncu: of the one-row matmuls, f16 and hi/lo); attnncu = those of the prefill attention tiles; f16ncu = the f16 prefill kernels at 2,048 rows (bulk-copy GEMM, attention tiles 8 / -8) with stall samples per SASS instruction; attn16ncu = those of the separate decode attention kernels at 16 rows; weft = `weft bench` in-process (prefill 512/2k/8k/32k, batch-1 decode, 4/16/64 streams);
+# attndncu = those of the batch-1 one-kernel decode attention (f16 span form) in the model, with stall samples per SASS instruction;
 # lcpp = llama-bench + llama-batched-bench; http = `weft serve` + tools/bench_*.py; ncu = per-kernel times of
 # decode steps (ncu replays kernels one by one: latency-bound kernels may run at idle clocks there); ncu2 =
 # ncu sections (speed of light, warp states, occupancy) of the decode kernels; twice = decode tok/s with each
@@ -166,6 +167,20 @@ if has gemvncu; then # profiler sections of the one-row matmul: gemv_q4.cu's on 
     WEFT_F16=1 ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:gemv_q4 \
         --launch-skip 3 --launch-count 1 -f -o /tmp/gemv /tmp/w/bench_cuda_matmul gemv 28672 4096 >/dev/null 2>&1 &&
         ncu -i /tmp/gemv.ncu-rep --page source --print-source sass --csv >"$LOG/gemv_sass.csv.log" 2>&1
+fi
+
+if has attndncu; then # the batch-1 decode attention in one kernel, f16 (its span form, 8.6 µs per layer for
+    # 2.4 MB at 600 positions: bench/NOTES.md session 23): sections and stall samples per SASS instruction, in
+    # the model's decode (after its q|k|v matmul, as the chain runs it) and alone in the harness
+    NS="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+        --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio \
+        --section MemoryWorkloadAnalysis --section LaunchStats --section InstructionStats"
+    run attndncu 150 ncu --clock-control none $NS -k regex:attn_decode_span --launch-skip 64 --launch-count 2 \
+        /tmp/w/weft bench $M --backend cuda --activations f16 --prompt-len 600 --gen-len 4 --repeat 1 --chunk 600
+    ncu --clock-control none --section SourceCounters --section WarpStateStats -k regex:attn_decode_span \
+        --launch-skip 64 --launch-count 1 -f -o /tmp/attnd /tmp/w/weft bench $M --backend cuda --activations f16 \
+        --prompt-len 600 --gen-len 4 --repeat 1 --chunk 600 >/dev/null 2>&1 &&
+        ncu -i /tmp/attnd.ncu-rep --page source --print-source sass --csv >"$LOG/attnd_sass.csv.log" 2>&1
 fi
 
 if has splitncu; then # profiler sections of the cluster-split GEMM at 16 rows (two 8B shapes)
