@@ -1,14 +1,15 @@
 // bench_cuda_persist: would one persistent kernel per batch-1 decode beat a kernel per one-row product?
 // (bench/NOTES.md session 22, "What is left": the one-row stream costs ≈ 5.9 µs per launch plus its bytes at
 // 3.9 TB/s.) The four products of a Llama-3.1-8B layer — q|k|v 6144x4096, o 4096x4096, gate|up 28672x4096,
-// down 4096x14336, Q4_0 on an f16 buffer — repeated for 32 layers (128 products, ≈ 3.9 GB streamed), in four
+// down 4096x14336, Q4_0 on an f16 buffer — repeated for 32 layers (128 products, ≈ 3.9 GB streamed), in five
 // forms:
 //   dispatch     weft_cu_gemv_q4 per product (the model's kernels), captured in one graph;
 //   kernels      this file's kernel, one launch per product (PDL: its first K blocks issued before the wait),
 //                captured in one graph;
 //   persist      one cooperative launch over all 128 products, a grid barrier (an arrival counter) between
 //                products, each warp issuing its first K blocks of the next product before it arrives;
-//   persist-late the same with those copies issued after the barrier.
+//   persist-late the same with those copies issued after the barrier;
+//   dispatch-l2  the dispatch with weft_cu_epi.l2_ahead (session 23's prepared experiment, bench/NOTES.md).
 // Session 22–23: persist 54 and persist-late 61 µs per layer against the dispatch's 43 (bench/NOTES.md
 // session 23) — a grid barrier costs more than a PDL launch. Then a probe of each product alone (probe_tail).
 // Every form computes gemv_q4.cu's one-row arithmetic (q4x_block per K block, a warp's K blocks in ascending
@@ -380,6 +381,15 @@ int main() {
             CK(weft_cu_gemv_q4(&W[p].w, &xq[p], 1, &P.p[p].epi, st));
         }
     });
+    // the dispatch with the L2 prefetch ahead (weft_cu_epi.l2_ahead: session 23's prepared experiment)
+    cudaGraphExec_t g_l2 = capture([&] {
+        for (int i = 0; i < nprod; i++) {
+            const int p = i % kProds;
+            weft_cu_epi e = P.p[p].epi;
+            e.l2_ahead = 1;
+            CK(weft_cu_gemv_q4(&W[p].w, &xq[p], 1, &e, st));
+        }
+    });
     cudaGraphExec_t g_kernels = capture([&] {
         for (int i = 0; i < nprod; i++) CK(launch(P, grid, i % kProds, 1, 0, bar, false, st));
     });
@@ -393,11 +403,13 @@ int main() {
     CK(cudaStreamSynchronize(st));
     std::vector<std::vector<float>> want(kProds);
     for (int p = 0; p < kProds; p++) want[p] = dev_download(dy[p], (size_t)shape[p][0]);
-    const char *fname[3] = {"kernels", "persist", "persist-late"};
-    for (int f = 0; f < 3; f++) {
+    const char *fname[4] = {"kernels", "persist", "persist-late", "dispatch-l2"};
+    for (int f = 0; f < 4; f++) {
         poison();
         if (f == 0)
             CK(cudaGraphLaunch(g_kernels, st));
+        else if (f == 3)
+            CK(cudaGraphLaunch(g_l2, st));
         else
             persist(f == 1);
         CK(cudaStreamSynchronize(st));
@@ -415,24 +427,26 @@ int main() {
         });
     };
     // each form twice, alternated (the spread between the two is the noise)
-    double ms[2][4];
+    double ms[2][5];
     for (int r = 0; r < 2; r++) {
         ms[r][0] = t_ms([&] { CK(cudaGraphLaunch(g_dispatch, st)); });
-        ms[r][1] = t_ms([&] { CK(cudaGraphLaunch(g_kernels, st)); });
-        ms[r][2] = t_ms([&] { persist(1); });
-        ms[r][3] = t_ms([&] { persist(0); });
+        ms[r][1] = t_ms([&] { CK(cudaGraphLaunch(g_l2, st)); });
+        ms[r][2] = t_ms([&] { CK(cudaGraphLaunch(g_kernels, st)); });
+        ms[r][3] = t_ms([&] { persist(1); });
+        ms[r][4] = t_ms([&] { persist(0); });
     }
     double bytes = 0;
     for (int p = 0; p < kProds; p++) bytes += (double)shape[p][0] * (double)shape[p][1] * (0.5 + 2.0 / 32);
     bytes *= kLayers;
-    const char *all[4] = {"dispatch", "kernels", "persist", "persist-late"};
+    const char *all[5] = {"dispatch", "dispatch-l2", "kernels", "persist", "persist-late"};
     for (int r = 0; r < 2; r++)
-        for (int f = 0; f < 4; f++)
+        for (int f = 0; f < 5; f++)
             printf("%-12s %d products (%d layers): %.3f ms, %.2f us per layer, %.2f TB/s\n", all[f], nprod,
                    kLayers, ms[r][f], 1e3 * ms[r][f] / kLayers, bytes / (ms[r][f] * 1e-3) / 1e12);
     probe_tail(P, grid, bar, st);
     CK(cudaGraphExecDestroy(g_dispatch));
     CK(cudaGraphExecDestroy(g_kernels));
+    CK(cudaGraphExecDestroy(g_l2));
     for (int p = 0; p < kProds; p++) {
         W[p].release();
         cudaFree(xq[p].f);
