@@ -10,6 +10,7 @@
 //                products, each warp issuing its first K blocks of the next product before it arrives;
 //   persist-late the same with those copies issued after the barrier;
 //   dispatch-l2  the dispatch with weft_cu_epi.l2_ahead (session 23's prepared experiment, bench/NOTES.md).
+// Then what one kernel boundary costs in the dispatch's chain (time_boundaries).
 // Session 22–23: persist 54 and persist-late 61 µs per layer against the dispatch's 43 (bench/NOTES.md
 // session 23) — a grid barrier costs more than a PDL launch. Then a probe of each product alone (probe_tail).
 // Every form computes gemv_q4.cu's one-row arithmetic (q4x_block per K block, a warp's K blocks in ascending
@@ -315,6 +316,68 @@ void probe_tail(const Prods &P, int grid, unsigned *bar, cudaStream_t st) {
     cudaFree(evict);
 }
 
+// What one kernel boundary costs in the model's chain (the dispatch's kernels, the same bytes per layer):
+// gate|up as two launches of 14,336 rows (one boundary more per layer) and o merged into gate|up as one
+// launch of 32,768 rows (one fewer), 32 layers each, alternated with the dispatch's four products
+// (`dispatch`, a graph launch). All at 4 warps per tile, as gate|up. Timing only: a merged or split weight
+// has its own outputs, so there are no bits to compare.
+template <class F>
+void time_boundaries(const Weight *W, const weft_cu_xq *xq, cudaStream_t st, F dispatch, double bytes) {
+    const Layout &L = kLayouts[8]; // Q4_0-mma
+    Weight ga = make_weight(L, 14336, 4096, 91), gb = make_weight(L, 14336, 4096, 92),
+           gm = make_weight(L, 32768, 4096, 93);
+    float *y = nullptr;
+    CK(cudaMalloc(&y, (size_t)32768 * sizeof(float)));
+    auto mm = [&](const Weight &w, const weft_cu_xq &x) {
+        const weft_cu_epi e = weft_cu_epi_store(y, w.w.rows, nullptr, 0, w.w.rows);
+        CK(weft_cu_gemv_q4(&w.w, &x, 1, &e, st));
+    };
+    auto graph = [&](auto body) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int l = 0; l < kLayers; l++) body();
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphDestroy(g));
+        return ge;
+    };
+    cudaGraphExec_t split = graph([&] {
+        mm(W[0], xq[0]);
+        mm(W[1], xq[1]);
+        mm(ga, xq[2]);
+        mm(gb, xq[2]);
+        mm(W[3], xq[3]);
+    });
+    cudaGraphExec_t merged = graph([&] {
+        mm(W[0], xq[0]);
+        mm(gm, xq[2]);
+        mm(W[3], xq[3]);
+    });
+    auto t_ms = [&](auto f) {
+        return time_ms([&] {
+            f();
+            CK(cudaStreamSynchronize(st));
+        });
+    };
+    for (int r = 0; r < 2; r++) {
+        const double d = t_ms(dispatch), sp = t_ms([&] { CK(cudaGraphLaunch(split, st)); }),
+                     me = t_ms([&] { CK(cudaGraphLaunch(merged, st)); });
+        printf("boundaries: dispatch (4 launches per layer) %.2f, gate|up split (5) %.2f, o + gate|up merged "
+               "(3) "
+               "%.2f us per layer (%.2f / %.2f / %.2f TB/s): one boundary more %+.2f, one fewer %+.2f us\n",
+               1e3 * d / kLayers, 1e3 * sp / kLayers, 1e3 * me / kLayers, bytes / (d * 1e-3) / 1e12,
+               bytes / (sp * 1e-3) / 1e12, bytes / (me * 1e-3) / 1e12, 1e3 * (sp - d) / kLayers,
+               1e3 * (me - d) / kLayers);
+    }
+    CK(cudaGraphExecDestroy(split));
+    CK(cudaGraphExecDestroy(merged));
+    ga.release();
+    gb.release();
+    gm.release();
+    cudaFree(y);
+}
+
 } // namespace
 
 int main() {
@@ -443,6 +506,8 @@ int main() {
         for (int f = 0; f < 5; f++)
             printf("%-12s %d products (%d layers): %.3f ms, %.2f us per layer, %.2f TB/s\n", all[f], nprod,
                    kLayers, ms[r][f], 1e3 * ms[r][f] / kLayers, bytes / (ms[r][f] * 1e-3) / 1e12);
+    time_boundaries(
+        W, xq, st, [&] { CK(cudaGraphLaunch(g_dispatch, st)); }, bytes);
     probe_tail(P, grid, bar, st);
     CK(cudaGraphExecDestroy(g_dispatch));
     CK(cudaGraphExecDestroy(g_kernels));
