@@ -316,6 +316,26 @@ void probe_tail(const Prods &P, int grid, unsigned *bar, cudaStream_t st) {
     cudaFree(evict);
 }
 
+// body's launches on st captured into one instantiated graph.
+template <class F> cudaGraphExec_t capture_graph(cudaStream_t st, F body) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    body();
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphDestroy(g));
+    return ge;
+}
+
+// time_ms of f's launches on st, each run waited for.
+template <class F> double time_sync(cudaStream_t st, F f) {
+    return time_ms([&] {
+        f();
+        CK(cudaStreamSynchronize(st));
+    });
+}
+
 // What one kernel boundary costs in the model's chain (the dispatch's kernels, the same bytes per layer):
 // gate|up as two launches of 14,336 rows (one boundary more per layer) and o merged into gate|up as one
 // launch of 32,768 rows (one fewer), 32 layers each, alternated with the dispatch's four products
@@ -332,15 +352,10 @@ void time_boundaries(const Weight *W, const weft_cu_xq *xq, cudaStream_t st, F d
         const weft_cu_epi e = weft_cu_epi_store(y, w.w.rows, nullptr, 0, w.w.rows);
         CK(weft_cu_gemv_q4(&w.w, &x, 1, &e, st));
     };
-    auto graph = [&](auto body) {
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        for (int l = 0; l < kLayers; l++) body();
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaGraphDestroy(g));
-        return ge;
+    auto graph = [&](auto layer) { // kLayers layers of it
+        return capture_graph(st, [&] {
+            for (int l = 0; l < kLayers; l++) layer();
+        });
     };
     cudaGraphExec_t split = graph([&] {
         mm(W[0], xq[0]);
@@ -354,12 +369,7 @@ void time_boundaries(const Weight *W, const weft_cu_xq *xq, cudaStream_t st, F d
         mm(gm, xq[2]);
         mm(W[3], xq[3]);
     });
-    auto t_ms = [&](auto f) {
-        return time_ms([&] {
-            f();
-            CK(cudaStreamSynchronize(st));
-        });
-    };
+    auto t_ms = [&](auto f) { return time_sync(st, f); };
     for (int r = 0; r < 2; r++) {
         const double d = t_ms(dispatch), sp = t_ms([&] { CK(cudaGraphLaunch(split, st)); }),
                      me = t_ms([&] { CK(cudaGraphLaunch(merged, st)); });
@@ -428,16 +438,7 @@ int main() {
     auto poison = [&] {
         for (int p = 0; p < kProds; p++) CK(cudaMemsetAsync(dy[p], 0xff, (size_t)shape[p][0] * 4, st));
     };
-    auto capture = [&](auto body) {
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        body();
-        CK(cudaStreamEndCapture(st, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaGraphDestroy(g));
-        return ge;
-    };
+    auto capture = [&](auto body) { return capture_graph(st, body); };
     cudaGraphExec_t g_dispatch = capture([&] {
         for (int i = 0; i < nprod; i++) {
             const int p = i % kProds;
@@ -483,12 +484,7 @@ int main() {
         }
     }
     if (g_failures) return report("bench_cuda_persist");
-    auto t_ms = [&](auto f) {
-        return time_ms([&] {
-            f();
-            CK(cudaStreamSynchronize(st));
-        });
-    };
+    auto t_ms = [&](auto f) { return time_sync(st, f); };
     // each form twice, alternated (the spread between the two is the noise)
     double ms[2][5];
     for (int r = 0; r < 2; r++) {
