@@ -430,8 +430,7 @@ int main(int argc, char **argv) {
         }
         weft_cu_epi e = weft_cu_epi_store(dy, N, nullptr, 0, N);
         e.no_gemv = getenv("WEFT_NO_GEMV") != nullptr;
-        e.l2_ahead = getenv("WEFT_L2PF") != nullptr; // (session 23's experiment: weft_cu_epi.l2_ahead)
-        float *dpart = nullptr;                      // the split-K scratch, as the backend passes it
+        float *dpart = nullptr; // the split-K scratch, as the backend passes it
         e.part_floats = weft_cu_gemv_part_floats(N, K);
         CK(cudaMalloc(&dpart, e.part_floats * sizeof(float)));
         e.part = dpart;

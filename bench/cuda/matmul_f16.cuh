@@ -41,7 +41,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
     const bool q4_0 = L.mode == WEFT_CU_OFF8,
                wgmma_layout = q4_0 || (L.group == 64 && L.sdt == WEFT_CU_S_BF16) ||
                               (L.group == 32 && L.sdt == WEFT_CU_S_F16); // the wgmma GEMM's layouts
-    static const char *const gname[15] = {"dispatch",
+    static const char *const gname[14] = {"dispatch",
                                           "mma.sync",
                                           "wgmma",
                                           "cluster-split",
@@ -54,8 +54,7 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
                                           "gemv_q4.cu runs of 1 tile",
                                           "gemv_q4.cu runs of 2 tiles",
                                           "gemv_q4.cu runs of 3 tiles",
-                                          "gemv_q4.cu runs of 7 tiles",
-                                          "gemv_q4.cu prefetching ahead into L2"};
+                                          "gemv_q4.cu runs of 7 tiles"};
     int bulk_ran[3] = {0, 0, 0}; // default, 64-row and 128-row tiles
     for (int M : {1, 3, 8, 12, 16, 17, 24, 32, 33, 64, 65, 100, 256, 300}) {
         CK(cudaMemset(xq.f, 0xff, (size_t)MAXM * K * sizeof(uint32_t)));
@@ -68,11 +67,10 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             CK(weft_cu_matmul(&W.w, dxr, K, M, dy, N, bp, accu, 0));
             const std::vector<float> a = dev_download(dy, (size_t)M * N);
             std::vector<float> base;
-            for (int p = 0; p < 15; p++) {
+            for (int p = 0; p < 14; p++) {
                 weft_cu_epi e = weft_cu_epi_store(dy2, N, bp, accu, N);
                 static const int gemv_runs[4] = {1, 2, 3, 7}; // p >= 10: gemv_q4.cu with equal runs
-                if (p >= 10 && p < 14) e.gemv_run = gemv_runs[p - 10];
-                e.l2_ahead = p == 14; // (session 23's experiment, weft_cu_epi.l2_ahead)
+                if (p >= 10) e.gemv_run = gemv_runs[p - 10];
                 e.wgmma_rows = p == 5 || p == 8 ? 64 : p == 6 || p == 9 ? 128 : 0;
                 if (p >= 7) { // the bulk copies, their scratch poisoned
                     e.xb = dxb;

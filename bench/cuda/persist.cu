@@ -9,8 +9,9 @@
 //   persist      one cooperative launch over all 128 products, a grid barrier (an arrival counter) between
 //                products, each warp issuing its first K blocks of the next product before it arrives;
 //   persist-late the same with those copies issued after the barrier;
-//   dispatch-l2  the dispatch with weft_cu_epi.l2_ahead (session 23's prepared experiment, bench/NOTES.md).
-// Then what one kernel boundary costs in the dispatch's chain (time_boundaries).
+// Then what one kernel boundary costs in the dispatch's chain (time_boundaries). (Forms measured and dropped:
+// the dispatch with the L2 prefetch ahead and with the row in tile groups, sessions 23–24:
+// bench/cuda/variants/gemv_l2_ahead.patch, gemv_row_groups.patch.)
 // Session 22–23: persist 54 and persist-late 61 µs per layer against the dispatch's 43 (bench/NOTES.md
 // session 23) — a grid barrier costs more than a PDL launch. Then a probe of each product alone (probe_tail).
 // Every form computes gemv_q4.cu's one-row arithmetic (q4x_block per K block, a warp's K blocks in ascending
@@ -28,6 +29,7 @@ namespace {
 
 constexpr int MODE = WEFT_CU_OFF8H, SDT = WEFT_CU_S_F16, SB = 4, GPB = 4;
 constexpr int kWarps = 8, kThreads = 32 * kWarps, kRing = 4, kProds = 4, kLayers = 32;
+constexpr int kRec = 4; // the probe's words per warp: entry, first K block, end (globaltimer, ns), SM
 constexpr int kScaleWords = 16 * SRaw<SDT, GPB>::BYTES / 4, kSlotWords = 64 * SB + kScaleWords;
 constexpr int kMaxSub = 14336 / 32;    // the staged row: hi words of the largest K
 constexpr int kSumFloats = 2 * 7 * 64; // the warps' sums: 2 buffers of (KW − 1) x 64, KW <= 8
@@ -211,14 +213,18 @@ __device__ void run_prod(const Prod &P, const Work &k, Cursor &cur, float *red, 
 
 // Products first .. first + count − 1 (cycling through P's four). prefetch: a warp issues its first K blocks
 // of the next product before the grid barrier, else after it. count == 1 is the kernel-per-product form.
-// probe (count == 1): per warp {entry, first K block, end} times, [gridDim.x][kWarps][3].
+// probe (count == 1): per warp {entry, first K block, end} times and its SM, [gridDim.x][kWarps][kRec].
 __global__ void __launch_bounds__(kThreads, 3)
     persist_kernel(Prods P, int first, int count, int prefetch, unsigned *bar, unsigned long long *probe) {
     extern __shared__ __align__(16) float red[];
     const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
-    unsigned long long *pw = probe ? probe + ((size_t)blockIdx.x * kWarps + warp) * 3 : nullptr;
-    if (pw && lane == 0)
-        pw[0] = gtime(); // (before the PDL wait: the probe's own buffer, which no kernel reads)
+    unsigned long long *pw = probe ? probe + ((size_t)blockIdx.x * kWarps + warp) * kRec : nullptr;
+    if (pw && lane == 0) { // (before the PDL wait: the probe's own buffer, which no kernel reads)
+        pw[0] = gtime();
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        pw[3] = sm;
+    }
     uint32_t *rings = reinterpret_cast<uint32_t *>(red + kSumFloats);
     uint32_t *ring = rings + warp * kRing * kSlotWords, *xs = rings + kWarps * kRing * kSlotWords,
              *zeros = xs + kMaxSub * 16;
@@ -270,9 +276,11 @@ cudaError_t launch(const Prods &P, int grid, int first, int count, int prefetch,
 // were partly L2 hits): the gate|up product's warps ended between 15 and 27 µs; tiles claimed from a counter
 // instead of fixed runs were slower in the model all the same (bench/NOTES.md session 23). The globaltimer's
 // tick (its smallest nonzero step seen) is printed beside the times.
+// Per SM (session 24): the SMs grouped by how many warps with tiles they held, each group's mean of its SMs'
+// last end — if an SM's stream rate is bounded, SMs holding more warps (more tiles) end later.
 void probe_tail(const Prods &P, int grid, unsigned *bar, cudaStream_t st) {
     constexpr int kReps = 5, kWarm = 2;
-    const size_t n = (size_t)grid * kWarps * 3;
+    const size_t n = (size_t)grid * kWarps * kRec;
     unsigned long long *d = nullptr;
     void *evict = nullptr;
     CK(cudaMalloc(&d, n * sizeof(unsigned long long)));
@@ -281,24 +289,40 @@ void probe_tail(const Prods &P, int grid, unsigned *bar, cudaStream_t st) {
     const char *pname[kProds] = {"q|k|v", "o", "gate|up", "down"};
     for (int p = 0; p < kProds; p++) {
         std::vector<double> entry, first, end;
+        std::vector<std::vector<double>> by_warps; // [busy warps on an SM]: its last end, per repetition
         for (int rep = 0; rep < kReps; rep++) {
             CK(cudaMemsetAsync(d, 0, n * sizeof(unsigned long long), st));
             CK(cudaMemsetAsync(evict, rep & 0x7f, kFlushBytes, st));
             CK(launch(P, grid, p, 1, 0, bar, false, st, d));
             CK(cudaStreamSynchronize(st));
             std::vector<unsigned long long> h(n);
+            std::vector<int> rep_warps;  // per SM: its warps with tiles
+            std::vector<double> rep_end; // per SM: its last warp's end (µs)
             CK(cudaMemcpy(h.data(), d, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
             unsigned long long t0 = ~0ull;
-            for (size_t w = 0; w < n / 3; w++) t0 = std::min(t0, h[3 * w]);
+            for (size_t w = 0; w < n / kRec; w++) t0 = std::min(t0, h[kRec * w]);
             if (rep < kWarm) continue;
-            for (size_t w = 0; w < n / 3; w++) {
-                if (!h[3 * w + 1]) continue; // a warp without tiles
+            for (size_t w = 0; w < n / kRec; w++) {
+                const unsigned long long *r = &h[kRec * w];
+                if (!r[1]) continue; // a warp without tiles
                 for (int k = 1; k < 3; k++)
-                    if (h[3 * w + k] > h[3 * w + k - 1])
-                        tick = std::min(tick, h[3 * w + k] - h[3 * w + k - 1]);
-                entry.push_back((double)(h[3 * w] - t0) * 1e-3);
-                first.push_back((double)(h[3 * w + 1] - t0) * 1e-3);
-                end.push_back((double)(h[3 * w + 2] - t0) * 1e-3);
+                    if (r[k] > r[k - 1]) tick = std::min(tick, r[k] - r[k - 1]);
+                entry.push_back((double)(r[0] - t0) * 1e-3);
+                first.push_back((double)(r[1] - t0) * 1e-3);
+                end.push_back((double)(r[2] - t0) * 1e-3);
+                const size_t sm = (size_t)r[3];
+                if (sm >= rep_warps.size()) {
+                    rep_warps.resize(sm + 1, 0);
+                    rep_end.resize(sm + 1, 0.0);
+                }
+                rep_warps[sm]++;
+                rep_end[sm] = std::max(rep_end[sm], (double)(r[2] - t0) * 1e-3);
+            }
+            for (size_t sm = 0; sm < rep_warps.size(); sm++) {
+                if (!rep_warps[sm]) continue;
+                const size_t c = (size_t)rep_warps[sm];
+                if (c >= by_warps.size()) by_warps.resize(c + 1);
+                by_warps[c].push_back(rep_end[sm]);
             }
         }
         auto q = [](std::vector<double> v, double f) {
@@ -311,6 +335,15 @@ void probe_tail(const Prods &P, int grid, unsigned *bar, cudaStream_t st) {
             "p10 %5.2f p50 %5.2f p90 %5.2f max %5.2f us (tick <= %llu ns)\n",
             pname[p], "static", entry.size() / (kReps - kWarm), q(entry, 0.5), q(entry, 1), q(first, 0.5),
             q(first, 1), q(end, 0), q(end, 0.1), q(end, 0.5), q(end, 0.9), q(end, 1), tick);
+        printf("probe %-8s per SM:", pname[p]);
+        for (size_t c = 0; c < by_warps.size(); c++) {
+            if (by_warps[c].empty()) continue;
+            double m = 0;
+            for (double v : by_warps[c]) m += v;
+            printf("  %zu warps: %zu SMs, last end mean %.2f p50 %.2f us", c,
+                   by_warps[c].size() / (kReps - kWarm), m / (double)by_warps[c].size(), q(by_warps[c], 0.5));
+        }
+        printf("\n");
     }
     cudaFree(d);
     cudaFree(evict);
@@ -445,15 +478,6 @@ int main() {
             CK(weft_cu_gemv_q4(&W[p].w, &xq[p], 1, &P.p[p].epi, st));
         }
     });
-    // the dispatch with the L2 prefetch ahead (weft_cu_epi.l2_ahead: session 23's prepared experiment)
-    cudaGraphExec_t g_l2 = capture([&] {
-        for (int i = 0; i < nprod; i++) {
-            const int p = i % kProds;
-            weft_cu_epi e = P.p[p].epi;
-            e.l2_ahead = 1;
-            CK(weft_cu_gemv_q4(&W[p].w, &xq[p], 1, &e, st));
-        }
-    });
     cudaGraphExec_t g_kernels = capture([&] {
         for (int i = 0; i < nprod; i++) CK(launch(P, grid, i % kProds, 1, 0, bar, false, st));
     });
@@ -467,13 +491,11 @@ int main() {
     CK(cudaStreamSynchronize(st));
     std::vector<std::vector<float>> want(kProds);
     for (int p = 0; p < kProds; p++) want[p] = dev_download(dy[p], (size_t)shape[p][0]);
-    const char *fname[4] = {"kernels", "persist", "persist-late", "dispatch-l2"};
-    for (int f = 0; f < 4; f++) {
+    const char *fname[3] = {"kernels", "persist", "persist-late"};
+    for (int f = 0; f < 3; f++) {
         poison();
         if (f == 0)
             CK(cudaGraphLaunch(g_kernels, st));
-        else if (f == 3)
-            CK(cudaGraphLaunch(g_l2, st));
         else
             persist(f == 1);
         CK(cudaStreamSynchronize(st));
@@ -486,20 +508,19 @@ int main() {
     if (g_failures) return report("bench_cuda_persist");
     auto t_ms = [&](auto f) { return time_sync(st, f); };
     // each form twice, alternated (the spread between the two is the noise)
-    double ms[2][5];
+    double ms[2][4];
     for (int r = 0; r < 2; r++) {
         ms[r][0] = t_ms([&] { CK(cudaGraphLaunch(g_dispatch, st)); });
-        ms[r][1] = t_ms([&] { CK(cudaGraphLaunch(g_l2, st)); });
-        ms[r][2] = t_ms([&] { CK(cudaGraphLaunch(g_kernels, st)); });
-        ms[r][3] = t_ms([&] { persist(1); });
-        ms[r][4] = t_ms([&] { persist(0); });
+        ms[r][1] = t_ms([&] { CK(cudaGraphLaunch(g_kernels, st)); });
+        ms[r][2] = t_ms([&] { persist(1); });
+        ms[r][3] = t_ms([&] { persist(0); });
     }
     double bytes = 0;
     for (int p = 0; p < kProds; p++) bytes += (double)shape[p][0] * (double)shape[p][1] * (0.5 + 2.0 / 32);
     bytes *= kLayers;
-    const char *all[5] = {"dispatch", "dispatch-l2", "kernels", "persist", "persist-late"};
+    const char *all[4] = {"dispatch", "kernels", "persist", "persist-late"};
     for (int r = 0; r < 2; r++)
-        for (int f = 0; f < 5; f++)
+        for (int f = 0; f < 4; f++)
             printf("%-12s %d products (%d layers): %.3f ms, %.2f us per layer, %.2f TB/s\n", all[f], nprod,
                    kLayers, ms[r][f], 1e3 * ms[r][f] / kLayers, bytes / (ms[r][f] * 1e-3) / 1e12);
     time_boundaries(
@@ -507,7 +528,6 @@ int main() {
     probe_tail(P, grid, bar, st);
     CK(cudaGraphExecDestroy(g_dispatch));
     CK(cudaGraphExecDestroy(g_kernels));
-    CK(cudaGraphExecDestroy(g_l2));
     for (int p = 0; p < kProds; p++) {
         W[p].release();
         cudaFree(xq[p].f);

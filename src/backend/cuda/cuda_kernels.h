@@ -172,11 +172,6 @@ typedef struct weft_cu_epi {
      * either way; written and read within the call */
     uint32_t *xb;
     size_t xb_words;
-    /* timing experiments only (WEFT_CU_T_L2PF; bench/NOTES.md session 23, not yet measured):
-     * weft_cu_gemv_q4's one-row kernel prefetches each warp's next kRing K blocks past its ring into L2 right
-     * after its PDL wait, so weight bytes keep arriving while the row's words make their round trip (none is
-     * copied between the wait and the first K block's sum otherwise); the same bits */
-    int l2_ahead;
     /* timing experiments only, the same bits: 0 = a GEMM where it pays (the wgmma GEMM where it takes the
      * layout and the device has wgmma, else weft_cu_gemm_q4x), 1 = weft_cu_gemm_q4x only
      * (WEFT_CU_T_NO_WGMMA), -1 = never (WEFT_CU_T_NO_GEMM) */

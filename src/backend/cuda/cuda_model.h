@@ -134,8 +134,7 @@ enum {
     WEFT_CU_T_WGMMA_R64 = 131072,    /* not a stage: the f16 wgmma GEMM in 64-row tiles at any row count */
     WEFT_CU_T_NO_BULK = 262144,      /* not a stage: the f16 wgmma GEMM with per-thread copies (no epi.xb) */
     WEFT_CU_T_ATTN_WG = 1048576,     /* not a stage: the f16 prefill attention tiles on wgmma (warps -8) */
-    WEFT_CU_T_ATTN_WG2 = 2097152,    /* not a stage: the same with P·V in two accumulator sets (warps -7) */
-    WEFT_CU_T_L2PF = 4194304         /* not a stage: one-row 4-bit matmuls prefetch ahead into L2 (epi) */
+    WEFT_CU_T_ATTN_WG2 = 2097152     /* not a stage: the same with P·V in two accumulator sets (warps -7) */
 };
 
 #endif

@@ -69,11 +69,10 @@ static weft_status gather_rows(cu_backend *b, const weft_segment *segs, int n_se
 }
 
 /* An epilogue with the matmul-path timing knobs (WEFT_CUDA_TIMING_TWICE bits RQ4, NO_X1S, NO_SPLIT, NO_GEMV,
- * NO_GEMM, NO_WGMMA, WGMMA_R64, NO_BULK, L2PF; the same bits whichever path they pick). */
+ * NO_GEMM, NO_WGMMA, WGMMA_R64, NO_BULK; the same bits whichever path they pick). */
 static weft_cu_epi cu_epi_knobs(const cu_backend *b, weft_cu_epi e) {
     e.quads4 = (b->twice & WEFT_CU_T_RQ4) != 0;
     e.no_x1s = (b->twice & WEFT_CU_T_NO_X1S) != 0;
-    e.l2_ahead = (b->twice & WEFT_CU_T_L2PF) != 0;
     e.no_split = (b->twice & WEFT_CU_T_NO_SPLIT) != 0;
     e.no_gemv = (b->twice & WEFT_CU_T_NO_GEMV) != 0;
     e.gemm = (b->twice & WEFT_CU_T_NO_GEMM) ? -1 : (b->twice & WEFT_CU_T_NO_WGMMA) ? 1 : 0;

@@ -97,16 +97,13 @@ template <int P> __device__ __forceinline__ void group_sync(int p, int nt) {
 // Q4_0 f16 instance) it stages the rows' hi words only ([4·RQ][mine][SB·16]: the lo words are zero) and
 // computes in octets (q4x_block_o: half the mma and folds); its sums (q, h) then hold activation row 8·(q /
 // 2) + 2t + q % 2 (gemv_fold_kernel's OCT).
-// L2A (one row, epi.l2_ahead; an experiment, bench/NOTES.md session 23): the L2 prefetch after the PDL wait
-// below — its own instance, so the default ones keep their code.
-template <int MODE, int SDT, int SB, int GPB, int RQ, int P, bool SK = false, bool L2A = false>
+template <int MODE, int SDT, int SB, int GPB, int RQ, int P, bool SK = false>
 __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN_BLOCKS)
     gemv_q4_kernel(WDev w, const uint32_t *__restrict__ XF, const float *__restrict__ XS, int M, int run,
                    int slots, weft_cu_epi epi) {
     using Sl = Slot<MODE, SDT, SB, GPB>;
     constexpr bool ONE_ROW = GShape<RQ, P>::ONE_ROW;
     static_assert(!SK || (!q4_affine<MODE> && !ONE_ROW), "split K: Q4_0 rows only (no sums)");
-    static_assert(!L2A || ONE_ROW, "the L2 prefetch ahead: the one-row kernel only");
     constexpr bool OCT = SK && q4_f16<MODE>;
     constexpr int XW = OCT ? 16 : 32; // staged words per row and sub-block
     extern __shared__ __align__(16) float red[];
@@ -178,16 +175,6 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
         issue(ring + s * Sl::WORDS); // weights and scales only: no kernel writes them (pdl.cuh)
     weft_pdl_enter();
     if constexpr (ONE_ROW) {
-        // (epi.l2_ahead, an experiment) lane l < kRing prefetches into L2 the warp's K block kRing + l of its
-        // sequence: the ring is full until the row's words below have arrived and the first K block is summed
-        if (L2A && lane < kRing) {
-            int pci = ci, pct = ct;
-            const uint32_t *pqt = qt, *pqc = qc;
-            const char *pst = st, *psc = sc;
-            for (int s = 0; s < lane; s++)
-                q4_cursor_step(pci, pct, mine, ntl, pqt, pqc, pst, psc, qtile, qk, stile, sk);
-            if (pct < ntl) prefetch_l2(pqc, 64 * SB * sizeof(uint32_t));
-        }
         // The row's words (and sums) of this warp's K blocks, the same for every tile.
         for (int i = 0; i < mine; i++) {
             const int64_t o = (int64_t)(ws + i * KW) * SB;
@@ -358,8 +345,6 @@ cudaError_t launch_gemv(const WDev &d, const weft_cu_xq *xq, int M, const weft_c
     const size_t smem = sizeof(float) * (size_t)P * 2 * (KW - 1) * RQ * 64 +
                         sizeof(uint32_t) * (size_t)P * KW * kRing * Sl::WORDS + rows_smem;
     auto kernel = gemv_q4_kernel<MODE, SDT, SB, GPB, RQ, P>;
-    if constexpr (ONE_ROW)
-        if (epi.l2_ahead) kernel = gemv_q4_kernel<MODE, SDT, SB, GPB, RQ, P, false, true>;
     int64_t slots = 0;
     const cudaError_t e = resident_blocks(kernel, KW * P * 32, smem, &slots);
     if (e != cudaSuccess) return e;
