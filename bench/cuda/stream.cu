@@ -36,7 +36,7 @@ constexpr size_t kFlush = (size_t)256 << 20;
 template <int RING, bool BULK>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     stream_kernel(const uint4 *__restrict__ base, int order, int KW, int steps, unsigned *sink, int pdl,
-                  const uint4 *next, int tail, const uint2 *scales) {
+                  const uint4 *next, int tail, const uint2 *scales, int smode) {
     extern __shared__ __align__(16) uint4 sm[];
     const int lane = (int)(threadIdx.x & 31), warp = (int)(threadIdx.x >> 5);
     const int W = (int)gridDim.x * kWarpsPerBlock, gw = (int)blockIdx.x * kWarpsPerBlock + warp;
@@ -65,12 +65,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
                 const uint4 *src = chunk(n);
 #pragma unroll
                 for (int c = lane; c < kChunkV; c += 32) cp_async<16>(dst + c, src + c, true);
-                if (scales &&
-                    lane < 16) // (order group) row `lane` of the group's 16: 8 bytes per warp and step
+                // smode 1 (order group): row `lane` of the group's 16, 8 bytes per warp and step
+                // (gemv_q4.cu); smode 2: the warp's 128 bytes of the step contiguous (a layout with each K
+                // block's scales together), 16 bytes by each of lanes 0..7
+                if (scales && smode == 1 && lane < 16)
                     cp_async<8>(reinterpret_cast<uint2 *>(dst + kChunkV) + lane,
                                 scales + ((size_t)(gw / KW) * 16 + lane) * steps * KW + (size_t)n * KW +
                                     gw % KW,
                                 true);
+                if (scales && smode == 2 && lane < 8)
+                    cp_async<16>(dst + kChunkV + lane, scales + ((size_t)gw * steps + n) * 16 + 2 * lane,
+                                 true);
             }
             cp_commit();
         }
@@ -146,7 +151,7 @@ template <class F> double per_launch_us(const Bufs &B, F f) {
 // buffers, kBufs / 4 launches — the same bytes in all); pdl and tail as stream_kernel's.
 template <int RING, bool BULK>
 void run_case(const Bufs &B, int order, int blocks, int pdl = 0, int tail = 0, bool steps4 = false,
-              bool scales = false) {
+              int smode = 0) {
     const int W = blocks * kWarpsPerBlock, KW = 4,
               steps = (int)(kBytes / kChunk / (size_t)W) * (steps4 ? 4 : 1);
     const size_t smem = (size_t)kWarpsPerBlock * RING * (kSlotV * 16 + (BULK ? 8 : 0));
@@ -158,25 +163,27 @@ void run_case(const Bufs &B, int order, int blocks, int pdl = 0, int tail = 0, b
         [&] {
             for (int i = 0; i < nl; i++) {
                 const uint4 *b = buf(i), *nx = buf(i + 1);
-                const uint2 *sc = scales ? B.s[i % kBufs] : nullptr;
+                const uint2 *sc = smode ? B.s[i % kBufs] : nullptr;
                 if (pdl) {
                     CK(weft_pdl_launch(k, dim3(blocks), dim3(32 * kWarpsPerBlock), smem, B.st, b, order, KW,
-                                       steps, B.sink, pdl, nx, tail, sc));
+                                       steps, B.sink, pdl, nx, tail, sc, smode));
                 } else {
                     k<<<blocks, 32 * kWarpsPerBlock, smem, B.st>>>(b, order, KW, steps, B.sink, pdl, nx, tail,
-                                                                   sc);
+                                                                   sc, smode);
                     CK(cudaGetLastError());
                 }
             }
         },
         2, 7, [&] { CK(cudaMemsetAsync(B.flush, 1, kFlush)); });
-    const double us = 1e3 * ms / nl, bytes = (double)steps * W * (kChunk + (scales ? 128 : 0));
+    const double us = 1e3 * ms / nl, bytes = (double)steps * W * (kChunk + (smode ? 128 : 0));
     static const char *oname[3] = {"run", "group", "sweep"},
                       *tname[3] = {"", " + tail lines", " + tail bulk"};
     printf("stream %-5s %-8s ring %d  %4d blocks (%5d warps, %3d chunks each)%s%s%s: %7.2f us  %.2f TB/s\n",
            oname[order], BULK ? "bulk" : "cp.async", RING, blocks, W, steps, pdl ? " PDL" : "", tname[tail],
-           scales ? " + scales (16 x 8 bytes per chunk, gemv_q4.cu's pattern)" : "", us,
-           bytes / (us * 1e-6) / 1e12);
+           smode == 1   ? " + scales (16 x 8 bytes per chunk, gemv_q4.cu's pattern)"
+           : smode == 2 ? " + scales (128 contiguous bytes per chunk)"
+                        : "",
+           us, bytes / (us * 1e-6) / 1e12);
 }
 
 } // namespace
@@ -227,9 +234,13 @@ int main() {
     run_case<4, false>(B, 1, 598, 1, 2);
     run_case<4, false>(B, 1, 598, 0, 1);
     run_case<4, false>(B, 1, 598, 1, 0, true);
-    // the scales beside each chunk (gemv_q4.cu: 16 lanes copy 8 bytes each, rows 256+ bytes apart), PDL
-    run_case<4, false>(B, 1, 598, 1, 0, false, true);
-    run_case<4, false>(B, 1, 598, 1, 0, false, false);
+    // the scales beside each chunk, PDL: gemv_q4.cu's pattern (16 lanes copy 8 bytes each, rows 736 bytes
+    // apart) and 128 contiguous bytes per chunk; then without scales again
+    run_case<4, false>(B, 1, 598, 1, 0, false, 1);
+    run_case<4, false>(B, 1, 598, 1, 0, false, 2);
+    run_case<4, false>(B, 1, 598, 1, 0, false, 0);
+    run_case<4, false>(B, 1, 598, 1, 0, false, 1);
+    run_case<4, false>(B, 1, 598, 1, 0, false, 2);
     for (auto &b : B.b) cudaFree(b);
     for (auto &b : B.big) cudaFree(b);
     for (auto &b : B.s) cudaFree(b);
