@@ -37,7 +37,9 @@ Q4 make_q4(int64_t N, int64_t K, uint64_t seed) {
     m.w.rows = N;
     m.w.cols = K;
     m.w.q = dev_upload(packed);
-    m.w.s = dev_upload(m.s16);
+    std::vector<uint16_t> tiled(m.s16.size()); // the scales in WEFT_CU_Q4F's tile order
+    weft_cu_q4f_pack_scales(m.s16.data(), N, K, 32, 2, tiled.data());
+    m.w.s = dev_upload(tiled);
     return m;
 }
 

@@ -124,6 +124,14 @@ Weight make_weight(const Layout &L, int64_t N, int64_t K, uint64_t seed) {
         } else {
             W.q = dev_upload(qv);
         }
+        if (L.kind == WEFT_CU_Q4F) { // the scales (biases) in the layout's tile order (weft_cu_q4f_sidx)
+            auto tiled = [&](auto &v) {
+                auto t = v;
+                weft_cu_q4f_pack_scales(v.data(), N, K, L.group, (int)sizeof(v[0]), t.data());
+                v.swap(t);
+            };
+            tiled(s16), tiled(s32), tiled(b16), tiled(b32);
+        }
         if (L.sdt == WEFT_CU_S_F32) {
             W.s = dev_upload(s32);
             if (L.mode == WEFT_CU_AFFINE) W.b = dev_upload(b32);

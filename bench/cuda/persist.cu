@@ -72,15 +72,14 @@ struct Cursor {
     int64_t stile, sk;
     int ct, ci, ntl, mine;
     __device__ Cursor(const Prod &P, const Work &k) {
-        const int64_t ng = P.w.cols >> P.w.gshift;
         const int lane = (int)(threadIdx.x & 31);
         qtile = (size_t)k.nblk * 64 * SB;
         qk = (size_t)k.KW * 64 * SB;
-        stile = 16 * ng * 2;
-        sk = (int64_t)k.KW * GPB * 2;
+        stile = (int64_t)k.nblk * 16 * GPB * 2; // (scales in WEFT_CU_Q4F's tile order, as gemv_q4.cu)
+        sk = (int64_t)k.KW * 16 * GPB * 2;
         qt = qc = static_cast<const uint32_t *>(P.w.q) + (size_t)k.tile0 * qtile + (size_t)k.ws * 64 * SB;
         st = sc = static_cast<const char *>(P.w.s) +
-                  (((int64_t)k.tile0 * 16 + (lane & 15)) * ng + (int64_t)k.ws * GPB) * 2;
+                  (((int64_t)k.tile0 * k.nblk + k.ws) * 16 + (lane & 15)) * GPB * 2;
         ct = ci = 0;
         ntl = k.ntl;
         mine = k.mine;

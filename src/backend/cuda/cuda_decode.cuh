@@ -34,6 +34,13 @@ __device__ __forceinline__ float f16_bits(uint32_t h) {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 }
 
+// WEFT_CU_Q4F: where scale (or bias) gi of row o lies — weft_cu_q4f_sidx (cuda_kernels.h): [tile][K block][16
+// rows][GPB], GPB = 32·SB / group.
+__device__ __forceinline__ int64_t q4f_sidx(const WDev &w, int64_t o, int64_t gi) {
+    const int64_t gpb = (int64_t)(32 * w.sb) >> w.gshift, nblk = w.cols / (32 * w.sb);
+    return ((o / 16 * nblk + gi / gpb) * 16 + o % 16) * gpb + gi % gpb;
+}
+
 template <int SDT> __device__ __forceinline__ float ld_scale(const void *p, int64_t i) {
     if (SDT == WEFT_CU_S_F32) return __ldg(reinterpret_cast<const float *>(p) + i);
     const uint32_t h = __ldg(reinterpret_cast<const unsigned short *>(p) + i);
@@ -172,7 +179,7 @@ template <int MODE, int SDT> struct DecQ4F {
         const uint32_t *q = static_cast<const uint32_t *>(w.q) + base;
         typename Base::Raw r;
         r.v = make_uint4(__ldg(q), __ldg(q + sb), __ldg(q + 2 * sb), __ldg(q + 3 * sb));
-        const int64_t ng = w.cols >> w.gshift, g = o * ng + ((u * 32) >> w.gshift);
+        const int64_t g = q4f_sidx(w, o, (u * 32) >> w.gshift);
         r.s = ld_scale<SDT>(w.s, g);
         r.b = MODE == WEFT_CU_AFFINE ? ld_scale<SDT>(w.b, g) : 0.0f;
         Base::decode(r, out);

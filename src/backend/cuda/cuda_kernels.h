@@ -69,10 +69,15 @@ typedef struct weft_cu_rope {
     const float *inv_freq; /* device [rot/2] */
 } weft_cu_rope;
 
-/* WEFT_CU_Q4F: the same 4-bit values and scales as WEFT_CU_Q4 (scales [rows, cols/group] unchanged), with the
- * words (8 elements each, element e at bits 4·(e%8)) permuted so that one lane's 16-byte load holds its mma
- * fragments: rows in tiles of 16, K in blocks of SB = weft_cu_q4f_sb(cols) sub-blocks of 32 elements; word w8
- * (elements 8·w8 .. 8·w8+7) of row r goes to weft_cu_q4f_word(rows, cols, r, w8). Used when weft_cu_q4f_ok:
+/* WEFT_CU_Q4F: the same 4-bit values and scales as WEFT_CU_Q4, with the words (8 elements each, element e at
+ * bits 4·(e%8)) permuted so that one lane's 16-byte load holds its mma fragments: rows in tiles of 16, K in
+ * blocks of SB = weft_cu_q4f_sb(cols) sub-blocks of 32 elements; word w8 (elements 8·w8 .. 8·w8+7) of row r
+ * goes to weft_cu_q4f_word(rows, cols, r, w8). The scales (and MLX biases) in the same tiles: value gi of row
+ * r (group gi of the row, [rows, cols/group] in WEFT_CU_Q4) goes to weft_cu_q4f_sidx(cols, group, r, gi) —
+ * [tile][K block][16 rows][GPB], GPB = 32·SB/group values of a row per K block (>= 1 for every shape
+ * weft_cu_q4f_ok takes), so a K block's scales of a tile are 16·GPB contiguous values: the one-row stream
+ * copies them as one piece (its 16 rows' scattered pieces cost ≈ 1.45 µs per 56 MB beyond their bytes,
+ * bench/NOTES.md session 24). Used when weft_cu_q4f_ok:
  * rows % 16 == 0, group in {32, 64, 128}, cols % group == 0. The matmul on it (mma_q4.cu) computes with bf16
  * tensor-core products of the exact 4-bit values and activations split into bf16 hi + lo (16 significand
  * bits): relative error ~1e-5 against the fp32 definition, well inside SPEC §5.5's fp32 tolerance. */
@@ -82,6 +87,10 @@ int64_t weft_cu_q4f_word(int64_t rows, int64_t cols, int64_t r, int64_t w8);
 /* src: MLX word order [rows, cols/8] little-endian uint32 (any alignment); dst: the same count of words in
  * Q4F order. Host function. */
 void weft_cu_q4f_pack(const void *src, int64_t rows, int64_t cols, uint32_t *dst);
+int64_t weft_cu_q4f_sidx(int64_t cols, int group, int64_t r, int64_t gi);
+/* src: [rows, cols/group] values of ssz bytes (2 or 4; any alignment); dst: the same count in Q4F order
+ * (weft_cu_q4f_sidx). Host function. */
+void weft_cu_q4f_pack_scales(const void *src, int64_t rows, int64_t cols, int group, int ssz, void *dst);
 /* weft_cu_matmul for WEFT_CU_Q4F weights (weft_cu_matmul calls it). */
 cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t ldx, int M, float *Y,
                                int64_t ldy, const float *bias, int accumulate, cudaStream_t stream);

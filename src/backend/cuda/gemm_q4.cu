@@ -92,7 +92,7 @@ template <int MODE, int SDT, int SB, int GPB, int GR, int NT> struct GLoad {
 
     __device__ __forceinline__ GLoad(const WDev &w, const uint32_t *XF, const float *XS, int M, int64_t tile0,
                                      int64_t ntiles, int row0, int nblk, int KW, const St *stage0, int tid) {
-        const int64_t nsub = w.cols / 32, ng = w.cols >> w.gshift;
+        const int64_t nsub = w.cols / 32;
         const int t0 = tid / CPT, ca = tid % CPT, r0 = tid / CPR, cx = tid % CPR;
         // a zero-filling copy (tile or row past the end) still names a source: the array's start
 #pragma unroll
@@ -117,14 +117,15 @@ template <int MODE, int SDT, int SB, int GPB, int GR, int NT> struct GLoad {
             const int i = tid + k * NT, sr = i % (GT * 16);
             sc_ok[k] = i < NSC && tile0 + sr / 16 < ntiles;
             const char *base = static_cast<const char *>(i >= GT * 16 ? w.b : w.s);
-            sc[k] = base + (sc_ok[k] ? (tile0 * 16 + sr) * ng : 0) * St::SSZ;
+            // row sr % 16 of tile tile0 + sr / 16 at K block 0 (weft_cu_q4f_sidx: [tile][K block][16][GPB])
+            sc[k] = base + (sc_ok[k] ? ((tile0 + sr / 16) * nblk * 16 + sr % 16) * GPB : 0) * St::SSZ;
             dsc[k] = smem_addr(i >= GT * 16 ? &stage0->b[sr][0] : &stage0->s[sr][0]);
         }
-        step_a = KW * 64 * SB, step_x = KW * SB * 32, step_s = KW * GPB * St::SSZ;
+        step_a = KW * 64 * SB, step_x = KW * SB * 32, step_s = KW * 16 * GPB * St::SSZ;
     }
     // The cursor at K block kb (a slot's first block), then one step on (the slot's next block).
     __device__ __forceinline__ void seek(int kb) {
-        oa = kb * 64 * SB, ox = kb * SB * 32, os = kb * GPB * St::SSZ;
+        oa = kb * 64 * SB, ox = kb * SB * 32, os = kb * 16 * GPB * St::SSZ;
     }
     __device__ __forceinline__ void step() {
         oa += step_a, ox += step_x, os += step_s;

@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-    const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp, ng = w.cols >> w.gshift;
+    const int64_t ntiles = w.rows / 16, tile = (int64_t)blockIdx.x * WTILES + warp;
     // SK: this thread's slot sums of local slot j at part_j + j·NZ·NOUT·32 (w_part_index: slot rz + NZ·j)
     float *const part_j =
         SK ? epi.part + w_part_index(blockIdx.y, (int64_t)gridDim.x * WTILES, tile, KW, rz, 0, lane)
@@ -466,14 +466,14 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         weft_slot_walk_next(&sw, &lj, &lk);
         return kb;
     };
-    if (!SK || nblk > 0) cur.load(w, qb, wtile, nblk_all, load_kb(), ng, g);
+    if (!SK || nblk > 0) cur.load(w, qb, wtile, nblk_all, load_kb(), g);
     weft_pdl_enter(); // the first weights are in flight (pdl.cuh); nothing read or stored before this
 #pragma unroll 1
     for (int i = 0; i < nblk; i++) {
         const int st = i % NS;
         const bool slot_end = ck == weft_slot_walk_len(&sw, cj) - 1; // block i is its slot's last
         weft_slot_walk_next(&sw, &cj, &ck);
-        if (i + 1 < nblk) nxt.load(w, qb, wtile, nblk_all, load_kb(), ng, g);
+        if (i + 1 < nblk) nxt.load(w, qb, wtile, nblk_all, load_kb(), g);
         if (BULK_OK && bulk) // the producer has staged block i
             mbar_wait(&S.full[st], (uint32_t)(i / NS) & 1u);
         else

@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     const int tile0 = ONE_ROW || run > 0 ? std::min(wk * run, tiles) : (int)((unsigned)(wk * tiles) / W),
               tile1 =
                   ONE_ROW || run > 0 ? std::min(tile0 + run, tiles) : (int)((unsigned)((wk + 1) * tiles) / W);
-    const int64_t ng = w.cols >> w.gshift, nsub = w.cols / 32;
+    const int64_t nsub = w.cols / 32;
     const int nblk = (int)(w.cols / (32 * SB)), mine = (nblk - ws + KW - 1) / KW;
     const int ntl = tile1 - tile0; // tiles of this group (>= 0)
     const int total = ntl * mine;  // K blocks this warp sums
@@ -152,10 +152,11 @@ __global__ void __launch_bounds__(GShape<RQ, P>::MAX_THREADS, GShape<RQ, P>::MIN
     // additions only. One commit group per K block, empty past the end, so the wait below counts K blocks.
     using Raw = typename Sl::Raw;
     const size_t qtile = (size_t)nblk * 64 * SB, qk = (size_t)KW * 64 * SB;
-    const int64_t stile = 16 * ng * Raw::SSZ, sk = (int64_t)KW * GPB * Raw::SSZ;
+    // (the scales as the words: a tile's K block's 16 x GPB values together, weft_cu_q4f_sidx)
+    const int64_t stile = (int64_t)nblk * 16 * GPB * Raw::SSZ, sk = (int64_t)KW * 16 * GPB * Raw::SSZ;
     const uint32_t *qt = static_cast<const uint32_t *>(w.q) + (size_t)tile0 * qtile + (size_t)ws * 64 * SB;
     const char *st = static_cast<const char *>(lane >= 16 && q4_affine<MODE> ? w.b : w.s) +
-                     ((tile0 * 16 + (lane & 15)) * ng + (int64_t)ws * GPB) * Raw::SSZ;
+                     (((int64_t)tile0 * nblk + ws) * 16 + (lane & 15)) * GPB * Raw::SSZ;
     const uint32_t *qc = qt;
     const char *sc = st;
     const bool scopy = lane < 16 || q4_affine<MODE>;

@@ -92,14 +92,14 @@ __global__ void __launch_bounds__(256, 3)
     extern __shared__ __align__(16) float red[]; // [KW − 1][2][32]: the warps' sums; then the row's words
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, KW = (int)(blockDim.x >> 5);
     const int g = lane >> 2, t = lane & 3;
-    const int64_t tile = blockIdx.x, ng = w.cols >> w.gshift;
+    const int64_t tile = blockIdx.x;
     const int nblk = (int)(w.cols / (32 * SB));
     const int mine = warp < nblk ? (nblk - warp + KW - 1) / KW : 0;
     const uint32_t *qb = static_cast<const uint32_t *>(w.q) + lane * SB;
     Stage<WEFT_CU_OFF8, WEFT_CU_S_F16, SB, GPB> st[D];
 #pragma unroll
     for (int s = 0; s < D; s++)
-        if (s < mine) st[s].load(w, qb, tile, nblk, warp + s * KW, ng, g);
+        if (s < mine) st[s].load(w, qb, tile, nblk, warp + s * KW, g);
     weft_pdl_enter(); // weights in flight (pdl.cuh); the row only after this
     uint32_t *xs = reinterpret_cast<uint32_t *>(red + (KW - 1) * 64);
     q4_stage_slot<SB, D>(xs, XL, nullptr, nullptr, warp, KW, mine, lane); // this warp's K blocks' words
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(256, 3)
                 acc[0] = fmaf(st[s].sg.get(j), vg, acc[0]);
                 acc[1] = fmaf(st[s].sh.get(j), vh, acc[1]);
             }
-            if (i + D < mine) st[s].load(w, qb, tile, nblk, warp + (i + D) * KW, ng, g);
+            if (i + D < mine) st[s].load(w, qb, tile, nblk, warp + (i + D) * KW, g);
         }
     }
     if (warp > 0) {

@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(KW * 32)
     const int row0 = blockIdx.y * 4 * RQ;
     const int gmask = (1 << w.gshift) - 1;
     const uint32_t *qb = static_cast<const uint32_t *>(w.q) + (size_t)tile * nblk * 64 * SB + lane * SB;
-    const int64_t ng = w.cols >> w.gshift, og = tile * 16 + g;
+    const int64_t og = tile * 16 + g;
     const float pm = (float)(g & 1);
     float acc[RQ][2], C[RQ][4], sxg[RQ];
 #pragma unroll
@@ -103,12 +103,12 @@ __global__ void __launch_bounds__(KW * 32)
             q4_dec_word(ch.v[j], Ph);
             float sg = 0.0f, sh = 0.0f, bg = 0.0f, bh = 0.0f;
             if (last) {
-                const int64_t G = e0 >> w.gshift;
-                sg = ld_scale<SDT>(w.s, og * ng + G);
-                sh = ld_scale<SDT>(w.s, (og + 8) * ng + G);
+                const int64_t G = e0 >> w.gshift, ig = q4f_sidx(w, og, G), ih = q4f_sidx(w, og + 8, G);
+                sg = ld_scale<SDT>(w.s, ig);
+                sh = ld_scale<SDT>(w.s, ih);
                 if (q4_affine<MODE>) {
-                    bg = q4_affine_b(sg, ld_scale<SDT>(w.b, og * ng + G));
-                    bh = q4_affine_b(sh, ld_scale<SDT>(w.b, (og + 8) * ng + G));
+                    bg = q4_affine_b(sg, ld_scale<SDT>(w.b, ig));
+                    bh = q4_affine_b(sh, ld_scale<SDT>(w.b, ih));
                 }
             }
 #pragma unroll
@@ -235,6 +235,21 @@ extern "C" int64_t weft_cu_q4f_word(int64_t rows, int64_t cols, int64_t r, int64
     const int64_t tile = r / 16, rr = r % 16, h = rr / 8, g = rr % 8;
     const int64_t sub = w8 / 4, t = w8 % 4, b = sub / sb, j = sub % sb;
     return ((tile * nblk + b) * 2 + h) * 32 * sb + (4 * g + t) * sb + j;
+}
+
+extern "C" int64_t weft_cu_q4f_sidx(int64_t cols, int group, int64_t r, int64_t gi) {
+    const int64_t sb = weft_cu_q4f_sb(cols), nblk = cols / (32 * sb), gpb = 32 * sb / group;
+    return ((r / 16 * nblk + gi / gpb) * 16 + r % 16) * gpb + gi % gpb; // = q4f_sidx (q4_mma.cuh)
+}
+
+extern "C" void weft_cu_q4f_pack_scales(const void *src, int64_t rows, int64_t cols, int group, int ssz,
+                                        void *dst) {
+    const int64_t ng = cols / group;
+    const unsigned char *p = static_cast<const unsigned char *>(src);
+    unsigned char *d = static_cast<unsigned char *>(dst);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t gi = 0; gi < ng; gi++)
+            memcpy(d + weft_cu_q4f_sidx(cols, group, r, gi) * ssz, p + (r * ng + gi) * ssz, (size_t)ssz);
 }
 
 extern "C" void weft_cu_q4f_pack(const void *src, int64_t rows, int64_t cols, uint32_t *dst) {

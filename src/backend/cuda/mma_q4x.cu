@@ -63,8 +63,7 @@ __global__ void __launch_bounds__(256, q4_affine<MODE> ? 1
     // RQ == 1 with several row groups: the groups of one tile are consecutive blocks (they share its weight
     // loads through L2); otherwise blockIdx.y is the row group.
     const int nrg1 = RQ == 1 ? (M + 3) / 4 : 1;
-    const int64_t tile = RQ == 1 ? blockIdx.x / nrg1 : blockIdx.x, ng = w.cols >> w.gshift,
-                  nsub = w.cols / 32;
+    const int64_t tile = RQ == 1 ? blockIdx.x / nrg1 : blockIdx.x, nsub = w.cols / 32;
     const int nblk = (int)(w.cols / (32 * SB)),
               row0 = RQ == 1 ? (int)(blockIdx.x % nrg1) * 4 : (int)blockIdx.y * 4 * RQ;
     const int mine = warp < nblk ? (nblk - warp + KW - 1) / KW : 0; // this warp's K blocks
@@ -74,7 +73,7 @@ __global__ void __launch_bounds__(256, q4_affine<MODE> ? 1
     Stage<MODE, SDT, SB, GPB> st[D];
 #pragma unroll
     for (int s = 0; s < D; s++)
-        if (s < mine) st[s].load(w, qb, tile, nblk, warp + s * KW, ng, g);
+        if (s < mine) st[s].load(w, qb, tile, nblk, warp + s * KW, g);
     weft_pdl_enter(); // the weights' first loads are in flight (pdl.cuh); activations only after this
     uint32_t *xs = reinterpret_cast<uint32_t *>(red + (KW - 1) * RQ * 64);
     float *xsum = reinterpret_cast<float *>(xs + nsub * 32);
@@ -135,7 +134,7 @@ __global__ void __launch_bounds__(256, q4_affine<MODE> ? 1
                         sc[j] = sn[j];
                     }
                 }
-                if (i + D < mine) st[s].load(w, qb, tile, nblk, warp + (i + D) * KW, ng, g);
+                if (i + D < mine) st[s].load(w, qb, tile, nblk, warp + (i + D) * KW, g);
             }
         }
     }

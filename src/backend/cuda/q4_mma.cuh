@@ -250,7 +250,8 @@ __device__ __forceinline__ float q4_prep_chunk(const float vin[8], uint32_t *F, 
 }
 
 // One weight row's scales (or biases) of one K block: GPB consecutive values, aligned to their total size
-// (the row's values for block kb start at element row·ng + kb·GPB, and ng is a multiple of GPB).
+// (WEFT_CU_Q4F's order, weft_cu_q4f_sidx: row r16 of tile T's values for block kb start at element
+// ((T·nblk + kb)·16 + r16)·GPB).
 template <int SDT, int GPB> struct SRaw {
     static constexpr int SSZ = SDT == WEFT_CU_S_F32 ? 4 : 2, BYTES = GPB * SSZ,
                          N = BYTES >= 4 ? BYTES / 4 : 1;
@@ -290,7 +291,7 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
     uint32_t wg[SB], wh[SB];
     SRaw<SDT, GPB> sg, sh, bg, bh;
     __device__ __forceinline__ void load(const WDev &w, const uint32_t *qb, int64_t tile, int nblk, int kb,
-                                         int64_t ng, int g) {
+                                         int g) {
         const uint32_t *p = qb + ((size_t)tile * (size_t)nblk + (size_t)kb) * 64 * SB;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -310,7 +311,8 @@ template <int MODE, int SDT, int SB, int GPB> struct Stage {
                 dst[0] = __ldg(src);
             }
         }
-        const int64_t row = tile * 16 + g, s0 = row * ng + (int64_t)kb * GPB, s1 = s0 + 8 * ng;
+        // rows g and g + 8 of the tile's 16 x GPB scales of block kb (weft_cu_q4f_sidx)
+        const int64_t s0 = (((size_t)tile * (size_t)nblk + (size_t)kb) * 16 + g) * GPB, s1 = s0 + 8 * GPB;
         sg.load(w.s, s0);
         sh.load(w.s, s1);
         if (q4_affine<MODE>) {

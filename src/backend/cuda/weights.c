@@ -153,6 +153,21 @@ static weft_status copy_up(void *dst, const void *src, size_t bytes, weft_err *e
     return WEFT_OK;
 }
 
+/* A 4-bit weight's scales (or biases) [rows, cols/group], sbytes in all, to dst: in WEFT_CU_Q4F's tile order
+ * (weft_cu_q4f_pack_scales) for that layout, else as they are. */
+static weft_status copy_up_scales(const weft_cu_weight *w, void *dst, const void *src, size_t sbytes,
+                                  const char *name, weft_err *err) {
+    if (w->kind != WEFT_CU_Q4F) return copy_up(dst, src, sbytes, err);
+    void *perm = malloc(sbytes);
+    if (!perm)
+        return weft_err_set(err, WEFT_ENOMEM, "out of host memory repacking %s's scales (%zu bytes)", name,
+                            sbytes);
+    weft_cu_q4f_pack_scales(src, w->rows, w->cols, w->group, w->sdt == WEFT_CU_S_F32 ? 4 : 2, perm);
+    const weft_status st = copy_up(dst, perm, sbytes, err);
+    free(perm);
+    return st;
+}
+
 weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs *a, weft_err *err) {
     const size_t n = (size_t)w->rows * (size_t)w->cols;
     weft_status st;
@@ -181,8 +196,8 @@ weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs 
             st = copy_up(w->q, t->data, qbytes, err);
         }
         if (st) return st;
-        if ((st = copy_up(w->s, t->scales, sbytes, err))) return st;
-        return copy_up(w->b, t->biases, sbytes, err);
+        if ((st = copy_up_scales(w, w->s, t->scales, sbytes, t->name, err))) return st;
+        return copy_up_scales(w, w->b, t->biases, sbytes, t->name, err);
     }
     const size_t block_bytes = t->dtype == WEFT_DT_Q4_0 ? 18 : 34;
     if (t->nbytes < ng * block_bytes)
@@ -203,7 +218,7 @@ weft_status cu_weight_upload(const weft_tensor *t, weft_cu_weight *w, cu_allocs 
         q = (const uint8_t *)perm;
     }
     st = copy_up(w->q, q, qbytes, err);
-    if (!st) st = copy_up(w->s, tmp + qbytes, sbytes, err);
+    if (!st) st = copy_up_scales(w, w->s, tmp + qbytes, sbytes, t->name, err);
     free(tmp);
     return st;
 }
@@ -268,8 +283,8 @@ weft_status cu_weight_upload_cat(const weft_tensor *const *parts, int n_parts, b
         if (!st) st = cu_alloc(a, &w->s, R * sb, parts[0]->name, err);
         if (!st && affine) st = cu_alloc(a, &w->b, R * sb, parts[0]->name, err);
         if (!st) st = copy_up(w->q, perm, R * rowb, err);
-        if (!st) st = copy_up(w->s, sc, R * sb, err);
-        if (!st && affine) st = copy_up(w->b, bi, R * sb, err);
+        if (!st) st = copy_up_scales(w, w->s, sc, R * sb, parts[0]->name, err);
+        if (!st && affine) st = copy_up_scales(w, w->b, bi, R * sb, parts[0]->name, err);
     }
     for (int p = 0; p < 3; p++) free(h[p].own);
     free(words);
