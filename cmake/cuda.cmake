@@ -3,6 +3,7 @@
 #   weft_cuda_kernels  every .cu in src/backend/cuda (device code, extern "C" launchers)
 #   weft_cuda          every .c in src/backend/cuda (host side: weights upload, slots, forward, admission)
 #   test_cuda_backend  tests/gpu/test_cuda_backend.c: fixtures + exactness through the backend vtable (GPU only)
+#   test_q4f_layout    tests/gpu/test_q4f_layout.c: the Q4F layout's host functions (no GPU needed)
 #   bench_cuda_<k>     bench/cuda/<k>.cu: one kernel's CPU reference, correctness and timing (GPU only)
 #
 # CUDA targets: sm_90a (wgmma/setmaxnreg-capable Hopper code, written with -gencode as HOPPER.md advises) plus
@@ -77,6 +78,15 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/tests/gpu/test_cuda_backend.c)
                         PkgConfig::JANSSON)
   target_link_options(test_cuda_backend PRIVATE ${WEFT_CUDA_STATIC_LINK})
   set_target_properties(test_cuda_backend PROPERTIES LINKER_LANGUAGE CUDA)
+endif()
+
+# The Q4F layout's host functions (no GPU needed: run by .ci/run after the CUDA build).
+if(EXISTS ${CMAKE_SOURCE_DIR}/tests/gpu/test_q4f_layout.c)
+  add_executable(test_q4f_layout ${CMAKE_SOURCE_DIR}/tests/gpu/test_q4f_layout.c)
+  target_include_directories(test_q4f_layout PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(test_q4f_layout PRIVATE weft_cuda_kernels CUDA::cudart_static)
+  target_link_options(test_q4f_layout PRIVATE ${WEFT_CUDA_STATIC_LINK})
+  set_target_properties(test_q4f_layout PROPERTIES LINKER_LANGUAGE CUDA)
 endif()
 
 # Kernel harnesses (llm.c dev/cuda style): each has a CPU reference, a correctness check and a timing loop.

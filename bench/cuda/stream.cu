@@ -180,7 +180,7 @@ void run_case(const Bufs &B, int order, int blocks, int pdl = 0, int tail = 0, b
                       *tname[3] = {"", " + tail lines", " + tail bulk"};
     printf("stream %-5s %-8s ring %d  %4d blocks (%5d warps, %3d chunks each)%s%s%s: %7.2f us  %.2f TB/s\n",
            oname[order], BULK ? "bulk" : "cp.async", RING, blocks, W, steps, pdl ? " PDL" : "", tname[tail],
-           smode == 1   ? " + scales (16 x 8 bytes per chunk, gemv_q4.cu's pattern)"
+           smode == 1   ? " + scales (16 x 8 bytes per chunk from 16 rows, gemv_q4.cu's old pattern)"
            : smode == 2 ? " + scales (128 contiguous bytes per chunk)"
                         : "",
            us, bytes / (us * 1e-6) / 1e12);
@@ -234,7 +234,7 @@ int main() {
     run_case<4, false>(B, 1, 598, 1, 2);
     run_case<4, false>(B, 1, 598, 0, 1);
     run_case<4, false>(B, 1, 598, 1, 0, true);
-    // the scales beside each chunk, PDL: gemv_q4.cu's pattern (16 lanes copy 8 bytes each, rows 736 bytes
+    // the scales beside each chunk, PDL: gemv_q4.cu's old pattern (16 lanes copy 8 bytes each, rows 736 bytes
     // apart) and 128 contiguous bytes per chunk; then without scales again
     run_case<4, false>(B, 1, 598, 1, 0, false, 1);
     run_case<4, false>(B, 1, 598, 1, 0, false, 2);

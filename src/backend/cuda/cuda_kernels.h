@@ -75,9 +75,9 @@ typedef struct weft_cu_rope {
  * goes to weft_cu_q4f_word(rows, cols, r, w8). The scales (and MLX biases) in the same tiles: value gi of row
  * r (group gi of the row, [rows, cols/group] in WEFT_CU_Q4) goes to weft_cu_q4f_sidx(cols, group, r, gi) —
  * [tile][K block][16 rows][GPB], GPB = 32·SB/group values of a row per K block (>= 1 for every shape
- * weft_cu_q4f_ok takes), so a K block's scales of a tile are 16·GPB contiguous values: the one-row stream
- * copies them as one piece (its 16 rows' scattered pieces cost ≈ 1.45 µs per 56 MB beyond their bytes,
- * bench/NOTES.md session 24). Used when weft_cu_q4f_ok:
+ * weft_cu_q4f_ok takes), so a K block's scales of a tile are 16·GPB contiguous values: the one-row stream's
+ * 16 lanes copy them in one warp instruction over one contiguous run (its 16 rows' scattered pieces cost ≈
+ * 1.1–1.45 µs per 56 MB beyond their bytes, bench/NOTES.md session 24). Used when weft_cu_q4f_ok:
  * rows % 16 == 0, group in {32, 64, 128}, cols % group == 0. The matmul on it (mma_q4.cu) computes with bf16
  * tensor-core products of the exact 4-bit values and activations split into bf16 hi + lo (16 significand
  * bits): relative error ~1e-5 against the fp32 definition, well inside SPEC §5.5's fp32 tolerance. */
@@ -89,7 +89,8 @@ int64_t weft_cu_q4f_word(int64_t rows, int64_t cols, int64_t r, int64_t w8);
 void weft_cu_q4f_pack(const void *src, int64_t rows, int64_t cols, uint32_t *dst);
 int64_t weft_cu_q4f_sidx(int64_t cols, int group, int64_t r, int64_t gi);
 /* src: [rows, cols/group] values of ssz bytes (2 or 4; any alignment); dst: the same count in Q4F order
- * (weft_cu_q4f_sidx). Host function. */
+ * (weft_cu_q4f_sidx). Host function. Both need a shape weft_cu_q4f_ok takes (rows % 16 == 0, group dividing
+ * 32·SB): the callers' check, not repeated here. */
 void weft_cu_q4f_pack_scales(const void *src, int64_t rows, int64_t cols, int group, int ssz, void *dst);
 /* weft_cu_matmul for WEFT_CU_Q4F weights (weft_cu_matmul calls it). */
 cudaError_t weft_cu_matmul_q4f(const weft_cu_weight *w, const float *X, int64_t ldx, int M, float *Y,

@@ -239,17 +239,21 @@ extern "C" int64_t weft_cu_q4f_word(int64_t rows, int64_t cols, int64_t r, int64
 
 extern "C" int64_t weft_cu_q4f_sidx(int64_t cols, int group, int64_t r, int64_t gi) {
     const int64_t sb = weft_cu_q4f_sb(cols), nblk = cols / (32 * sb), gpb = 32 * sb / group;
-    return ((r / 16 * nblk + gi / gpb) * 16 + r % 16) * gpb + gi % gpb; // = q4f_sidx (q4_mma.cuh)
+    return ((r / 16 * nblk + gi / gpb) * 16 + r % 16) * gpb + gi % gpb; // = q4f_sidx (cuda_decode.cuh)
 }
 
 extern "C" void weft_cu_q4f_pack_scales(const void *src, int64_t rows, int64_t cols, int group, int ssz,
                                         void *dst) {
-    const int64_t ng = cols / group;
+    // row r's values of K block kb (GPB of them, one run) go to weft_cu_q4f_sidx(cols, group, r, kb·GPB):
+    // the run of row r % 16 in tile r / 16's block kb
+    const int64_t sb = weft_cu_q4f_sb(cols), nblk = cols / (32 * sb), run = 32 * sb / group * ssz;
     const unsigned char *p = static_cast<const unsigned char *>(src);
     unsigned char *d = static_cast<unsigned char *>(dst);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t gi = 0; gi < ng; gi++)
-            memcpy(d + weft_cu_q4f_sidx(cols, group, r, gi) * ssz, p + (r * ng + gi) * ssz, (size_t)ssz);
+    for (int64_t r = 0; r < rows; r++) {
+        unsigned char *out = d + (r / 16 * nblk * 16 + r % 16) * run; // block 0 of the row's tile
+        for (int64_t kb = 0; kb < nblk; kb++)
+            memcpy(out + kb * 16 * run, p + (r * nblk + kb) * run, (size_t)run);
+    }
 }
 
 extern "C" void weft_cu_q4f_pack(const void *src, int64_t rows, int64_t cols, uint32_t *dst) {

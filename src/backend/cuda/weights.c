@@ -1,7 +1,8 @@
 /* Weights into device layouts (cuda_kernels.h): plain types copied as stored, GGUF Q4_0 repacked into the
  * 4-bit word layout with its fp16 scales, GGUF Q8_0 split into int8 values and fp16 scales, MLX affine
- * 4/8-bit copied as stored (its packing is the device layout). Nothing is re-quantised: the device decodes
- * exactly the values the CPU decoders give. */
+ * 4/8-bit copied as stored; 4-bit weights the tensor-core kernels take (WEFT_CU_Q4F) then have their words
+ * permuted (weft_cu_q4f_pack) and their scales and biases put in tile order (weft_cu_q4f_pack_scales).
+ * Nothing is re-quantised: the device decodes exactly the values the CPU decoders give. */
 #include "cuda_internal.h"
 
 #include "weft/cpu.h"
