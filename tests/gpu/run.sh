@@ -32,6 +32,8 @@ nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem,driver
     >"$LOG/gpu.txt" 2>&1
 cat "$LOG/gpu.txt"
 
+# the Q4F layout's host functions (also run by .ci/run), where the binary was carried
+[ -x "$BIN/test_q4f_layout" ] && stage q4f_layout 30 "$BIN/test_q4f_layout"
 # WEFT_GPU_MODEL (optional): a real-shape GGUF (bench/cuda/peer_gguf.py) for test_cuda_backend's chunk-cut check
 stage fixtures 150 "$BIN/test_cuda_backend" ${WEFT_GPU_MODEL:+"$WEFT_GPU_MODEL"}
 # --backend auto on a model the GPU backend refuses (stories260K: head size 8) runs it on the CPU and says so
