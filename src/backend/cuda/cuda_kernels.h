@@ -37,7 +37,8 @@ typedef enum weft_cu_kind {
     WEFT_CU_BF16,
     WEFT_CU_Q4,
     WEFT_CU_Q8,
-    WEFT_CU_Q4F /* 4-bit in tensor-core fragment order (below); mode/sdt/group as WEFT_CU_Q4 */
+    WEFT_CU_Q4F /* 4-bit in tensor-core fragment order, its scales in tile order (below); mode/sdt/group as
+                   WEFT_CU_Q4 */
 } weft_cu_kind;
 typedef enum weft_cu_qmode { WEFT_CU_AFFINE = 0, WEFT_CU_SYM, WEFT_CU_OFF8 } weft_cu_qmode;
 typedef enum weft_cu_sdt { WEFT_CU_S_F32 = 0, WEFT_CU_S_F16, WEFT_CU_S_BF16 } weft_cu_sdt;
