@@ -34,11 +34,14 @@ __device__ __forceinline__ float f16_bits(uint32_t h) {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 }
 
-// WEFT_CU_Q4F: where scale (or bias) gi of row o lies — weft_cu_q4f_sidx (cuda_kernels.h): [tile][K block][16
-// rows][GPB], GPB = 32·SB / group.
-__device__ __forceinline__ int64_t q4f_sidx(const WDev &w, int64_t o, int64_t gi) {
-    const int64_t gpb = (int64_t)(32 * w.sb) >> w.gshift, nblk = w.cols / (32 * w.sb);
+// WEFT_CU_Q4F: where scale (or bias) gi of row o lies, for nblk K blocks per row of gpb = 32·SB / group
+// values each — [tile][K block][16 rows][GPB] (cuda_kernels.h). The one definition: weft_cu_q4f_sidx (host)
+// and q4f_sidx (device) call it.
+__host__ __device__ __forceinline__ int64_t q4f_sidx_at(int64_t nblk, int64_t gpb, int64_t o, int64_t gi) {
     return ((o / 16 * nblk + gi / gpb) * 16 + o % 16) * gpb + gi % gpb;
+}
+__device__ __forceinline__ int64_t q4f_sidx(const WDev &w, int64_t o, int64_t gi) {
+    return q4f_sidx_at(w.cols / (32 * w.sb), (int64_t)(32 * w.sb) >> w.gshift, o, gi);
 }
 
 template <int SDT> __device__ __forceinline__ float ld_scale(const void *p, int64_t i) {

@@ -75,8 +75,7 @@ template <int MODE, int SDT, int SB, int GPB, int GR> struct alignas(16) GStage 
 // after. Addresses are kept as the stage-0 shared-memory offsets and the K-block-0 sources; a K block adds
 // its offsets (no per-copy selects: a zero-filling copy's source is its array's start — the words' first
 // row, the scales' first tile — whose K blocks are inside the array, so the sum stays in bounds and is not
-// read). Its cursor (seek, then step:
-// KW blocks on within a slot) keeps the offsets as running sums.
+// read). Its cursor (seek, then step: KW blocks on within a slot) keeps the offsets as running sums.
 template <int MODE, int SDT, int SB, int GPB, int GR, int NT> struct GLoad {
     using St = GStage<MODE, SDT, SB, GPB, GR>;
     static constexpr int CPT = 16 * SB, TPI = NT / CPT; // chunks per tile, tiles per pass

@@ -238,8 +238,8 @@ extern "C" int64_t weft_cu_q4f_word(int64_t rows, int64_t cols, int64_t r, int64
 }
 
 extern "C" int64_t weft_cu_q4f_sidx(int64_t cols, int group, int64_t r, int64_t gi) {
-    const int64_t sb = weft_cu_q4f_sb(cols), nblk = cols / (32 * sb), gpb = 32 * sb / group;
-    return ((r / 16 * nblk + gi / gpb) * 16 + r % 16) * gpb + gi % gpb; // = q4f_sidx (cuda_decode.cuh)
+    const int64_t sb = weft_cu_q4f_sb(cols);
+    return q4f_sidx_at(cols / (32 * sb), 32 * sb / group, r, gi);
 }
 
 extern "C" void weft_cu_q4f_pack_scales(const void *src, int64_t rows, int64_t cols, int group, int ssz,
