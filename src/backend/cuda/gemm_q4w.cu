@@ -275,6 +275,35 @@ __device__ __forceinline__ void w_store_q(const weft_cu_epi &epi, int64_t tile, 
     }
 }
 
+// STORE's outputs of n8 blocks q0 .. q0 + QC − 1 (w_store_q's map) in one q4_epi_store_rows: with accumulate,
+// every old value loaded before the first store (the stores cannot pass a load that might alias them, so
+// element by element each output waits a full memory round trip: session 25 measured the o and down
+// products +12–27% slower that way).
+template <bool H1, int QC, class V>
+__device__ __forceinline__ void w_store_rows(const weft_cu_epi &epi, int64_t tile, int row0, int M, int g,
+                                             int t, int q0, V &&value) {
+    constexpr int N = H1 ? 2 * QC : QC; // activation rows
+    int i[N];
+    float v0[N], v1[N];
+#pragma unroll
+    for (int u = 0; u < QC; u++) {
+        const int q = q0 + u;
+        if constexpr (H1) {
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                i[2 * u + c] = row0 + 8 * q + 2 * t + c;
+                v0[2 * u + c] = value(4 * q + c);
+                v1[2 * u + c] = value(4 * q + 2 + c);
+            }
+        } else {
+            i[u] = row0 + 4 * q + t;
+            v0[u] = value(2 * q);
+            v1[u] = value(2 * q + 1);
+        }
+    }
+    q4_epi_store_rows<N>(epi, tile, i, M, g, v0, v1);
+}
+
 // Split K's slot sums: [row block][tile (of the grid's padded tiles)][slot][output e][lane].
 __device__ __forceinline__ size_t w_part_index(int rowblock, int64_t tiles_p, int64_t tile, int KW, int slot,
                                                int e, int lane) {
@@ -502,10 +531,20 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         for (; slot < KW; slot++) // slots without blocks add their zero sums (mma_q4x.cu's idle warps)
 #pragma unroll
             for (int e = 0; e < NOUT; e++) S.tot[e][tid] = __fadd_rn(S.tot[e][tid], 0.0f);
-        if (live)
-#pragma unroll
-            for (int q = 0; q < Sh::NB8; q++)
-                w_store_q<H1>(epi, tile, row0, M, g, t, q, [&](int e) { return S.tot[e][tid]; });
+        // Rolled loops (the totals are in shared memory, any index): unrolled, the epilogue was ≈ 6,000 of
+        // the 128-row kernel's 9,200 SASS instructions, run once per tile, and ncu sampled the consumers
+        // ≈ 30% of their time there (bench/NOTES.md session 24 item 5; session 25: rolled, 14336x4096 at
+        // 2,048 rows 0.94 -> 0.76 ms). STORE takes 32 outputs per step (w_store_rows).
+        const auto tot = [&](int e) { return S.tot[e][tid]; };
+        constexpr int QC = H1 ? 8 : 16; // n8 blocks per step of w_store_rows (a divisor of every NB8)
+        static_assert(Sh::NB8 % QC == 0, "whole steps");
+        if (live && epi.mode == WEFT_CU_EPI_SWIGLU) {
+#pragma unroll 1
+            for (int q = 0; q < Sh::NB8; q++) w_store_q<H1>(epi, tile, row0, M, g, t, q, tot);
+        } else if (live) {
+#pragma unroll 1
+            for (int q0 = 0; q0 < Sh::NB8; q0 += QC) w_store_rows<H1, QC>(epi, tile, row0, M, g, t, q0, tot);
+        }
     }
 #else
     (void)w, (void)XF, (void)XS, (void)M, (void)KW, (void)epi;

@@ -487,6 +487,29 @@ __device__ __forceinline__ float q4_slot_sum(const float *p, size_t stride, int 
     return a;
 }
 
+// Where STORE puts output o (cuda_kernels.h's weft_cu_epi): its segment's y, bias (or NULL) and ld, and oo =
+// o counted from the segment's start (row i's output at y[i·ld + oo], its bias at bias[oo]).
+struct Q4EpiCol {
+    float *y;
+    const float *bias;
+    int64_t ld, oo;
+};
+__device__ __forceinline__ Q4EpiCol q4_epi_col(const weft_cu_epi &epi, int64_t o) {
+    // (selects, not epi.y[s]: a runtime index into the kernel's parameter struct would copy it to local
+    // memory)
+    float *y;
+    const float *bias;
+    int64_t ld, oo;
+    if (o < epi.end[0]) {
+        y = epi.y[0], bias = epi.bias[0], ld = epi.ld[0], oo = o;
+    } else if (o < epi.end[1]) {
+        y = epi.y[1], bias = epi.bias[1], ld = epi.ld[1], oo = o - epi.end[0];
+    } else {
+        y = epi.y[2], bias = epi.bias[2], ld = epi.ld[2], oo = o - epi.end[1];
+    }
+    return {y, bias, ld, oo};
+}
+
 // Output of one lane after the warps' sums: v0, v1 = the dot products of weight rows 16·tile + g and 16·tile
 // + g + 8 with activation row i, into epi (cuda_kernels.h's weft_cu_epi). All 32 lanes of the warp call it
 // with the same tile (SwiGLU's prepared words are gathered by shuffles); rows i >= M write nothing.
@@ -511,21 +534,44 @@ __device__ __forceinline__ void q4_epi_store(const weft_cu_epi &epi, int64_t til
     if (i >= M) return;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int64_t o = tile * 16 + g + 8 * r;
-        float *y;
-        const float *bias;
-        int64_t ld, oo;
-        if (o < epi.end[0]) {
-            y = epi.y[0], bias = epi.bias[0], ld = epi.ld[0], oo = o;
-        } else if (o < epi.end[1]) {
-            y = epi.y[1], bias = epi.bias[1], ld = epi.ld[1], oo = o - epi.end[0];
-        } else {
-            y = epi.y[2], bias = epi.bias[2], ld = epi.ld[2], oo = o - epi.end[1];
-        }
+        const Q4EpiCol c = q4_epi_col(epi, tile * 16 + g + 8 * r);
         float val = r ? v1 : v0;
-        if (bias) val = __fadd_rn(val, bias[oo]);
-        float *dst = y + (int64_t)i * ld + oo;
+        if (c.bias) val = __fadd_rn(val, c.bias[c.oo]);
+        float *dst = c.y + (int64_t)i * c.ld + c.oo;
         *dst = epi.accumulate ? __fadd_rn(*dst, val) : val;
+    }
+}
+
+// STORE only: the outputs of N activation rows i[k] at once, v0[k] / v1[k] as in q4_epi_store (the same
+// additions: bias, then the residual). The two output columns are routed once, and with accumulate every
+// row's old value is loaded before any is stored — one load latency per call instead of one per element
+// (the stores cannot be moved past a later load that might alias them; the outputs of one product never
+// overlap, so loading first reads the same values).
+template <int N>
+__device__ __forceinline__ void q4_epi_store_rows(const weft_cu_epi &epi, int64_t tile, const int (&i)[N],
+                                                  int M, int g, const float (&v0)[N], const float (&v1)[N]) {
+    Q4EpiCol c[2];
+    float b[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        c[r] = q4_epi_col(epi, tile * 16 + g + 8 * r);
+        b[r] = c[r].bias ? c[r].bias[c[r].oo] : 0.0f;
+    }
+    float old[N][2];
+#pragma unroll
+    for (int k = 0; k < N; k++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            old[k][r] = epi.accumulate && i[k] < M ? c[r].y[(int64_t)i[k] * c[r].ld + c[r].oo] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        if (i[k] >= M) continue;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float val = r ? v1[k] : v0[k];
+            if (c[r].bias) val = __fadd_rn(val, b[r]);
+            c[r].y[(int64_t)i[k] * c[r].ld + c[r].oo] = epi.accumulate ? __fadd_rn(old[k][r], val) : val;
+        }
     }
 }
 
