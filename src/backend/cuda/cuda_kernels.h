@@ -135,9 +135,9 @@ cudaError_t weft_cu_i8_prep(const float *X, int64_t ldx, int M, int64_t K, uint3
  *   SWIGLU: the weight's rows are gate and up rows interleaved by 8 (rows 16k..16k+7 = gate rows 8k..8k+7,
  *           rows 16k+8..16k+15 = up rows 8k..8k+7): y[0][i·ld[0] + o] = silu(gate_o)·up_o =
  *           gate_o / (1 + exp(−gate_o))·up_o, exactly weft_cu_swiglu's arithmetic; no bias, no accumulate.
- * Segments of STORE must begin on multiples of 16 outputs, and no two outputs' places may overlap (the
- * many-row GEMM loads the residual's old values of several rows before storing any). weft_cu_epi_store
- * fills a one-segment STORE. */
+ * Segments of STORE must begin on multiples of 16 outputs, and no output's place may overlap another's or
+ * a bias (the many-row GEMM loads the biases and the residual's old values of several rows before storing
+ * any). weft_cu_epi_store fills a one-segment STORE. */
 typedef enum weft_cu_epi_mode { WEFT_CU_EPI_STORE = 0, WEFT_CU_EPI_SWIGLU } weft_cu_epi_mode;
 typedef struct weft_cu_epi {
     weft_cu_epi_mode mode;

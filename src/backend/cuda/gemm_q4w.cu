@@ -236,9 +236,10 @@ __device__ __forceinline__ void w_producer_bulk(WSmem<SB, H1, R> &S, const uint3
 // w_xb_kernel: thread (row, sub-block) of the padded rows moves the row's 16 hi words of the sub-block from
 // weft_cu_xq order (word 4t + w = lane t's pair w) to the four core rows of steps 2j + w / 2, k half w % 2 —
 // WProd::transpose's map, for every row block of R rows and K block at once (rows past M: zeros). The 8
-// rows of a core row group are consecutive threads, so each of the four 16-byte stores fills whole 128-byte
-// runs (session 25: with the sub-block fastest, every store was a lone half sector and the kernel took
-// 11.5% of a 2k prefill, ≈ 6x its bytes' time).
+// rows of a core row group are consecutive threads, so each of the four 16-byte stores of 8 threads is one
+// contiguous 128-byte run (a whole line where xb is 128-byte aligned, as cudaMalloc's; session 25: with the
+// sub-block fastest, every store was a lone half sector and the kernel took 11.5% of a 2k prefill, ≈ 6x its
+// bytes' time).
 template <int R>
 __global__ void __launch_bounds__(256)
     w_xb_kernel(const uint32_t *__restrict__ XF, int M, int64_t nsub, uint32_t *xb, int64_t total) {
