@@ -191,41 +191,9 @@ void check_q4x(const Layout &L, int64_t N, int64_t K, bool timing) {
         EXPECT(wsk_ran > 0, "%s %lldx%lld: the wgmma GEMM's split-K form never ran", L.name, (long long)N,
                (long long)K);
     }
-    // three-way split (segments at 16-row multiples) == the plain store's slices
-    for (const int M : {1, 5, 12, 16, 40, 70}) { // (1..16: gemv_q4.cu; 12, 16: its split-K form and fold;
-                                                 // 40: the wgmma GEMM's split-K form on small weights)
-        if (N < 48) break;
-        const int64_t e0 = 16 * (N / 48), e1 = 2 * e0;
-        CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
-        const weft_cu_epi plain = weft_cu_epi_store(dy, N, db, 0, N);
-        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &plain, 0));
-        float *seg[3];
-        const int64_t w[3] = {e0, e1 - e0, N - e1};
-        for (int i = 0; i < 3; i++) CK(cudaMalloc(&seg[i], (size_t)M * w[i] * sizeof(float)));
-        weft_cu_epi sp = weft_cu_epi_store(seg[0], w[0], db, 0, e0);
-        sp.part = dpart; // (the plain store above runs without it: the split GEMM at 9..16 rows)
-        sp.part_floats = npart;
-        sp.y[1] = seg[1];
-        sp.y[2] = seg[2];
-        sp.ld[1] = w[1];
-        sp.ld[2] = w[2];
-        sp.end[1] = e1;
-        sp.end[2] = N;
-        sp.bias[1] = db + e0;
-        sp.bias[2] = db + e1;
-        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &sp, 0));
-        std::vector<float> a = dev_download(dy, (size_t)M * N);
-        bool ok = true;
-        for (int i = 0; i < 3; i++) {
-            std::vector<float> b = dev_download(seg[i], (size_t)M * w[i]);
-            const int64_t off = i == 0 ? 0 : i == 1 ? e0 : e1;
-            for (int r = 0; r < M; r++)
-                ok &= !memcmp(b.data() + r * w[i], a.data() + r * N + off, w[i] * sizeof(float));
-            cudaFree(seg[i]);
-        }
-        bad += !ok;
-        EXPECT(ok, "%s q4x: split epilogue differs from the plain store (M=%d)", L.name, M);
-    }
+    // three-way split (segments at 16-row multiples) == the plain store's slices (1..16: gemv_q4.cu; 12, 16:
+    // its split-K form and fold; 40: the wgmma GEMM's split-K form on small weights; 70: the GEMMs)
+    bad += check_split_store(L, W, dx, xq, db, dy, y0, dpart, npart, nullptr, 0, {1, 5, 12, 16, 40, 70}, 0);
     // SwiGLU epilogue == plain store, de-interleaved, then weft_cu_swiglu
     for (const int M : {1, 7, 12, 16, 40, 70}) {
         const int64_t I = N / 2;

@@ -156,6 +156,62 @@ bool wgmma_ran(const Layout &L, int64_t K) {
     return layout && major == 9 && K % 128 == 0;
 }
 
+// The three-way STORE (segments at 16-row multiples, each with its slice of the bias; with accumulate onto
+// y0's values, as the residual add) == the one-segment store's slices, bit for bit, through
+// weft_cu_matmul_q4x on xq (prepared from dx [M, K] here, in xq's own mode: hi/lo or f16) — the split with
+// the split-K scratch, and both with the bulk copies' scratch dxb when given (the f16 q|k|v prefill's
+// epilogue). Returns the mismatches.
+int check_split_store(const Layout &L, const Weight &W, const float *dx, const weft_cu_xq &xq,
+                      const float *db, float *dy, const std::vector<float> &y0, float *dpart, size_t npart,
+                      uint32_t *dxb, size_t nxb, std::initializer_list<int> Ms, int accu) {
+    int bad = 0;
+    const int64_t N = W.w.rows, K = W.w.cols;
+    if (N < 48) return 0;
+    const int64_t e0 = 16 * (N / 48), e1 = 2 * e0;
+    for (const int M : Ms) {
+        CK(weft_cu_xq_prep(dx, K, M, &xq, 0));
+        CK(cudaMemcpy(dy, y0.data(), (size_t)M * N * sizeof(float), cudaMemcpyHostToDevice));
+        weft_cu_epi plain = weft_cu_epi_store(dy, N, db, accu, N);
+        plain.xb = dxb;
+        plain.xb_words = nxb;
+        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &plain, 0));
+        float *seg[3];
+        const int64_t w[3] = {e0, e1 - e0, N - e1}, off[3] = {0, e0, e1};
+        for (int i = 0; i < 3; i++) {
+            CK(cudaMalloc(&seg[i], (size_t)M * w[i] * sizeof(float)));
+            for (int r = 0; r < M; r++) // (y0's slice: the old values the residual add reads)
+                CK(cudaMemcpy(seg[i] + r * w[i], y0.data() + r * N + off[i], w[i] * sizeof(float),
+                              cudaMemcpyHostToDevice));
+        }
+        weft_cu_epi sp = weft_cu_epi_store(seg[0], w[0], db, accu, e0);
+        sp.part = dpart; // (the plain store runs without it: the split GEMM at 9..16 rows)
+        sp.part_floats = npart;
+        sp.xb = dxb;
+        sp.xb_words = nxb;
+        for (int i = 1; i < 3; i++) {
+            sp.y[i] = seg[i];
+            sp.ld[i] = w[i];
+            sp.bias[i] = db + off[i];
+        }
+        sp.end[1] = e1;
+        sp.end[2] = N;
+        CK(weft_cu_matmul_q4x(&W.w, &xq, M, &sp, 0));
+        std::vector<float> a = dev_download(dy, (size_t)M * N);
+        bool ok = true;
+        for (int i = 0; i < 3; i++) {
+            std::vector<float> b = dev_download(seg[i], (size_t)M * w[i]);
+            for (int r = 0; r < M; r++)
+                ok &= !memcmp(b.data() + r * w[i], a.data() + r * N + off[i], w[i] * sizeof(float));
+            cudaFree(seg[i]);
+        }
+        bad += !ok;
+        EXPECT(ok,
+               "%s q4x (f16 %d, bulk %d): split epilogue differs from the plain store (M=%d, accumulate %d)",
+               L.name, xq.f16, dxb != nullptr, M, accu);
+    }
+    return bad;
+}
+
 // The wgmma GEMM with its K slots split (weft_cu_gemm_q4w_sk) at every split NZ of the weight's KW, its
 // scratch poisoned before every call: each must give `want` (M rows of dy2, y0 before an accumulating
 // epilogue) bit for bit, and each split that divides KW (<= 8) must run where the wgmma GEMM takes the

@@ -125,6 +125,11 @@ void check_q4x_f16(const Layout &L, int64_t N, int64_t K, bool timing) {
             bad += check_wgmma_sk(W, xq, M, es, dy2, y0, accu, dpart, npart, base, wsk_ran, "dispatch");
         }
     }
+    // the three-way split on f16 buffers (the q|k|v prefill's epilogue), with and without the residual add,
+    // through the bulk copies past 64 rows (the grid's tile height)
+    for (const int accu : {0, 1})
+        bad +=
+            check_split_store(L, W, dx, xq, db, dy, y0, dpart, npart, dxb, nxb, {12, 40, 70, 100, 300}, accu);
     bad += !(worst <= 1e-5);
     EXPECT(worst <= 1e-5, "%s %lldx%lld f16: relative L2 %.3g against the fp32 kernel on f16(x)", L.name,
            (long long)N, (long long)K, worst);
