@@ -263,19 +263,26 @@ __global__ void __launch_bounds__(256)
             make_uint4(wv(v[0], w), wv(v[1], w), wv(v[2], w), wv(v[3], w));
 }
 
-// The outputs of weight tile `tile` from the rows' block at row0, n8 block q of the accumulators (q <
+// A thread's outputs of weight tile `tile` from the rows' block at row0, n8 block q of the accumulators (q <
 // WShape<H1>::NB8): value(e) the total of the thread's output e (hi and lo: weight row g + 8·(e % 2) x
-// activation row 4·(e / 2) + t; H1: g + 8·((e / 2) % 2) x 8·(e / 4) + 2t + e % 2), into the epilogue.
+// activation row 4·(e / 2) + t; H1: g + 8·((e / 2) % 2) x 8·(e / 4) + 2t + e % 2). w_row gives row k <
+// kRowsPerQ of block q: its activation row (returned) and its two outputs (weight rows g, g + 8); w_store_q
+// puts block q into the epilogue row by row.
+template <bool H1> constexpr int kRowsPerQ = H1 ? 2 : 1;
+template <bool H1, class V>
+__device__ __forceinline__ int w_row(int row0, int t, int q, int k, V &&value, float &v0, float &v1) {
+    v0 = H1 ? value(4 * q + k) : value(2 * q);
+    v1 = H1 ? value(4 * q + 2 + k) : value(2 * q + 1);
+    return H1 ? row0 + 8 * q + 2 * t + k : row0 + 4 * q + t;
+}
 template <bool H1, class V>
 __device__ __forceinline__ void w_store_q(const weft_cu_epi &epi, int64_t tile, int row0, int M, int g, int t,
                                           int q, V &&value) {
-    if constexpr (H1) {
 #pragma unroll
-        for (int c = 0; c < 2; c++)
-            q4_epi_store(epi, tile, row0 + 8 * q + 2 * t + c, M, g, t, value(4 * q + c),
-                         value(4 * q + 2 + c));
-    } else {
-        q4_epi_store(epi, tile, row0 + 4 * q + t, M, g, t, value(2 * q), value(2 * q + 1));
+    for (int k = 0; k < kRowsPerQ<H1>; k++) {
+        float v0, v1;
+        const int i = w_row<H1>(row0, t, q, k, value, v0, v1);
+        q4_epi_store(epi, tile, i, M, g, t, v0, v1);
     }
 }
 
@@ -286,25 +293,14 @@ __device__ __forceinline__ void w_store_q(const weft_cu_epi &epi, int64_t tile, 
 template <bool H1, int QC, class V>
 __device__ __forceinline__ void w_store_rows(const weft_cu_epi &epi, int64_t tile, int row0, int M, int g,
                                              int t, int q0, V &&value) {
-    constexpr int N = H1 ? 2 * QC : QC; // activation rows
+    constexpr int PER = kRowsPerQ<H1>, N = PER * QC; // activation rows
     int i[N];
     float v0[N], v1[N];
 #pragma unroll
-    for (int u = 0; u < QC; u++) {
-        const int q = q0 + u;
-        if constexpr (H1) {
+    for (int u = 0; u < QC; u++)
 #pragma unroll
-            for (int c = 0; c < 2; c++) {
-                i[2 * u + c] = row0 + 8 * q + 2 * t + c;
-                v0[2 * u + c] = value(4 * q + c);
-                v1[2 * u + c] = value(4 * q + 2 + c);
-            }
-        } else {
-            i[u] = row0 + 4 * q + t;
-            v0[u] = value(2 * q);
-            v1[u] = value(2 * q + 1);
-        }
-    }
+        for (int k = 0; k < PER; k++)
+            i[PER * u + k] = w_row<H1>(row0, t, q0 + u, k, value, v0[PER * u + k], v1[PER * u + k]);
     q4_epi_store_rows<N>(epi, tile, i, M, g, v0, v1);
 }
 
