@@ -186,17 +186,22 @@ void check_argmax(int64_t V, int rows) {
 }
 
 // weft_cu_rmsnorm_xq == weft_cu_rmsnorm (Y) and == weft_cu_xq_prep of that Y (the prepared words and sums),
-// bit for bit, with and without a row map; timing of the fused norm against norm + prep.
-void check_rmsnorm_xq(int n, int rows) {
+// bit for bit, with and without a row map, and with Y NULL (the prepared rows only); off > 0 starts X and Y
+// off floats past a 16-byte boundary (the kernel's scalar path); f16: an f16 buffer. Timing of the fused
+// norm against norm + prep, and without Y.
+void check_rmsnorm_xq(int n, int rows, int off = 0, int f16 = 0) {
     Rng rng(17);
     std::vector<float> x((size_t)rows * n), w(n);
     for (auto &v : x) v = rng.uniform() * 3.0f;
     for (auto &v : w) v = 1.0f + 0.1f * rng.uniform();
-    float *dx = dev_upload(x), *dw = dev_upload(w), *dy = nullptr, *dy2 = nullptr;
+    std::vector<float> xo((size_t)off, 0.0f);
+    xo.insert(xo.end(), x.begin(), x.end());
+    float *dxo = dev_upload(xo), *dx = dxo + off, *dw = dev_upload(w), *dy = nullptr, *dyo = nullptr;
     CK(cudaMalloc(&dy, x.size() * sizeof(float)));
-    CK(cudaMalloc(&dy2, x.size() * sizeof(float)));
-    weft_cu_xq a{nullptr, nullptr, n, 0}, b{nullptr, nullptr, n, 0};
-    for (weft_cu_xq *q : {&a, &b}) {
+    CK(cudaMalloc(&dyo, (x.size() + off) * sizeof(float)));
+    float *dy2 = dyo + off;
+    weft_cu_xq a{nullptr, nullptr, n, f16}, b{nullptr, nullptr, n, f16}, c{nullptr, nullptr, n, f16};
+    for (weft_cu_xq *q : {&a, &b, &c}) {
         CK(cudaMalloc(&q->f, (size_t)rows * n * sizeof(uint32_t)));
         CK(cudaMalloc(&q->s, (size_t)rows * (n / 32) * sizeof(float)));
         CK(cudaMemset(q->f, 0xff, (size_t)rows * n * sizeof(uint32_t)));
@@ -210,27 +215,35 @@ void check_rmsnorm_xq(int n, int rows) {
         CK(weft_cu_rmsnorm(dy, n, dx, n, m, dw, rows, n, 1e-5f, 0));
         CK(weft_cu_xq_prep(dy, n, rows, &b, 0));
         CK(weft_cu_rmsnorm_xq(dy2, n, dx, n, m, dw, rows, n, 1e-5f, &a, 0));
+        CK(cudaMemset(c.f, 0xff, (size_t)rows * n * sizeof(uint32_t)));
+        CK(weft_cu_rmsnorm_xq(nullptr, n, dx, n, m, dw, rows, n, 1e-5f, &c, 0));
         ok &= dev_download(dy, x.size()) == dev_download(dy2, x.size());
         ok &= dev_download(a.f, (size_t)rows * n) == dev_download(b.f, (size_t)rows * n);
-        std::vector<float> sa = dev_download(a.s, (size_t)rows * (n / 32)), sb = dev_download(b.s, sa.size());
+        ok &= dev_download(c.f, (size_t)rows * n) == dev_download(b.f, (size_t)rows * n);
+        std::vector<float> sa = dev_download(a.s, (size_t)rows * (n / 32)), sb = dev_download(b.s, sa.size()),
+                           sc = dev_download(c.s, sa.size());
         ok &= !memcmp(sa.data(), sb.data(), sa.size() * sizeof(float));
+        ok &= !memcmp(sc.data(), sb.data(), sa.size() * sizeof(float));
     }
-    EXPECT(ok, "rmsnorm_xq n=%d rows=%d: differs from rmsnorm + prep", n, rows);
+    EXPECT(ok, "rmsnorm_xq n=%d rows=%d off=%d f16=%d: differs from rmsnorm + prep", n, rows, off, f16);
     const double t0 = time_ms([&] {
         weft_cu_rmsnorm(dy, n, dx, n, nullptr, dw, rows, n, 1e-5f, 0);
         weft_cu_xq_prep(dy, n, rows, &b, 0);
     });
     const double t1 = time_ms([&] { weft_cu_rmsnorm_xq(dy2, n, dx, n, nullptr, dw, rows, n, 1e-5f, &a, 0); });
-    printf("rmsnorm_xq n=%-5d rows=%-4d same bits as norm + prep: %s  norm+prep %.4f ms, fused %.4f ms\n", n,
-           rows, ok ? "ok" : "FAIL", t0, t1);
-    for (weft_cu_xq *q : {&a, &b}) {
+    const double t2 =
+        time_ms([&] { weft_cu_rmsnorm_xq(nullptr, n, dx, n, nullptr, dw, rows, n, 1e-5f, &c, 0); });
+    printf("rmsnorm_xq n=%-5d rows=%-4d off=%d f16=%d same bits as norm + prep: %s  norm+prep %.4f ms, fused "
+           "%.4f ms, without Y %.4f ms\n",
+           n, rows, off, f16, ok ? "ok" : "FAIL", t0, t1, t2);
+    for (weft_cu_xq *q : {&a, &b, &c}) {
         cudaFree(q->f);
         cudaFree(q->s);
     }
-    cudaFree(dx);
+    cudaFree(dxo);
     cudaFree(dw);
     cudaFree(dy);
-    cudaFree(dy2);
+    cudaFree(dyo);
     cudaFree(dmap);
 }
 
@@ -252,6 +265,10 @@ int main() {
     check_rmsnorm_xq(96, 5);
     check_rmsnorm_xq(4096, 1);
     check_rmsnorm_xq(4096, 256);
+    check_rmsnorm_xq(96, 5, 1);      // rows off a 16-byte boundary: the scalar path
+    check_rmsnorm_xq(4096, 3, 2, 1); // (f16 buffer)
+    check_rmsnorm_xq(4096, 2048);    // a prefill chunk's norm
+    check_rmsnorm_xq(4096, 2048, 0, 1);
     check_rope(4, 2, 16, 9, 64, true);
     check_rope(32, 8, 128, 1, 4096, false);
     check_rope(32, 8, 128, 256, 4096, false);

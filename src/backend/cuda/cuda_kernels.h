@@ -297,7 +297,8 @@ cudaError_t weft_cu_matmul(const weft_cu_weight *w, const float *X, int64_t ldx,
 cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
                             const float *w, int n_rows, int n, float eps, cudaStream_t stream);
 /* The same RMSNorm (same bits in Y) that also writes its output rows prepared for the 4-bit matmul into xq
- * (xq->K == n, n % 32 == 0): what weft_cu_xq_prep would make of Y, without the second pass. Y != X. */
+ * (xq->K == n, n % 32 == 0): what weft_cu_xq_prep would make of Y, without the second pass. Y != X; Y NULL =
+ * the prepared rows only (no consumer reads the fp32 rows). */
 cudaError_t weft_cu_rmsnorm_xq(float *Y, int64_t ldy, const float *X, int64_t ldx, const int *rowmap,
                                const float *w, int n_rows, int n, float eps, const weft_cu_xq *xq,
                                cudaStream_t stream);

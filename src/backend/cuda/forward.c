@@ -115,12 +115,15 @@ static weft_status mm(cu_backend *b, const weft_cu_weight *w, const float *X, in
     return WEFT_OK;
 }
 
-/* Y = RMSNorm(X), also into the xq buffer when a consumer reads prepared activations. */
+/* Y = RMSNorm(X), also into the xq buffer when a consumer reads prepared activations; xq_only: every
+ * consumer does, so Y is not written. */
 static weft_status norm(cu_backend *b, float *Y, const float *X, const int *rowmap, const float *w, int n,
-                        bool xq, const char *what, weft_err *err) {
+                        bool xq, bool xq_only, const char *what, weft_err *err) {
     if (xq) {
         const weft_cu_xq q = xq_of(b, b->H);
-        LAUNCH(weft_cu_rmsnorm_xq(Y, b->H, X, b->H, rowmap, w, n, (int)b->H, b->eps, &q, b->stream), what);
+        LAUNCH(weft_cu_rmsnorm_xq(xq_only ? NULL : Y, b->H, X, b->H, rowmap, w, n, (int)b->H, b->eps, &q,
+                                  b->stream),
+               what);
     } else {
         LAUNCH(weft_cu_rmsnorm(Y, b->H, X, b->H, rowmap, w, n, (int)b->H, b->eps, b->stream), what);
     }
@@ -213,9 +216,11 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
     LAUNCH(weft_cu_embed(&b->embed, b->d_rows, n, b->x, st), "embedding");
     for (int64_t l = 0; l < b->L; l++) {
         const cu_layer *ly = &b->layers[l];
-        const bool xq_qkv = ly->qkv || wants_xq(b, &ly->wq) || wants_xq(b, &ly->wk) || wants_xq(b, &ly->wv);
+        const bool xq_qkv = ly->qkv || wants_xq(b, &ly->wq) || wants_xq(b, &ly->wk) || wants_xq(b, &ly->wv),
+                   xq_qkv_only =
+                       ly->qkv || (wants_xq(b, &ly->wq) && wants_xq(b, &ly->wk) && wants_xq(b, &ly->wv));
         STAGE(WEFT_CU_T_NORM,
-              STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, "attention norm", err)));
+              STEP(norm(b, b->xb, b->x, NULL, ly->attn_norm, n, xq_qkv, xq_qkv_only, "attention norm", err)));
         if (ly->qkv) { /* one matrix, outputs split into q, k, v */
             const weft_cu_xq xq = xq_of(b, H);
             const weft_cu_epi e = cu_epi_knobs(b, (weft_cu_epi){.mode = WEFT_CU_EPI_STORE,
@@ -242,7 +247,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
         STAGE(WEFT_CU_T_O, STEP(mm(b, &ly->wo, b->att, qd, n, b->x, H, NULL, 1, "o projection", err)));
         STAGE(WEFT_CU_T_NORM,
               STEP(norm(b, b->xb, b->x, NULL, ly->ffn_norm, n,
-                        ly->gu || wants_xq(b, &ly->wg) || wants_xq(b, &ly->wu), "ffn norm", err)));
+                        ly->gu || wants_xq(b, &ly->wg) || wants_xq(b, &ly->wu),
+                        ly->gu || (wants_xq(b, &ly->wg) && wants_xq(b, &ly->wu)), "ffn norm", err)));
         /* The down projection's prepared words come from the SwiGLU epilogue when it needs no sums. */
         const bool down_words = ly->gu && wants_xq(b, &ly->wd) && ly->wd.mode != WEFT_CU_AFFINE;
         if (ly->gu) { /* gate|up interleaved by 8: SwiGLU in the epilogue, into g */
@@ -268,7 +274,8 @@ static weft_status run_layers(cu_backend *b, int n, weft_err *err) {
 static weft_status run_all(cu_backend *b, int n, int n_out, weft_err *err) {
     weft_status st = run_layers(b, n, err);
     if (st || n_out == 0) return st;
-    STEP(norm(b, b->xb, b->x, b->d_outrows, b->final_norm, n_out, wants_xq(b, &b->head), "final norm", err));
+    STEP(norm(b, b->xb, b->x, b->d_outrows, b->final_norm, n_out, wants_xq(b, &b->head),
+              wants_xq(b, &b->head), "final norm", err));
     return mm(b, &b->head, b->xb, b->H, n_out, b->logits, b->V, NULL, 0, "lm head", err);
 }
 

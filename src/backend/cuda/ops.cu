@@ -33,7 +33,10 @@ __global__ void __launch_bounds__(T)
     }
     weft_pdl_enter();
     const float *x = X + (int64_t)(rowmap ? rowmap[r] : r) * ldx;
-    float *y = Y + (int64_t)r * ldy;
+    float *y = Y ? Y + (int64_t)r * ldy : nullptr; // (Y NULL: only the prepared copy, F)
+    // 16-byte aligned rows: the prepared path moves its chunks as float4 (8 scalar accesses 32 bytes apart
+    // per lane cost a 2,048-row norm ≈ 3x its bytes' time: bench/NOTES.md session 25)
+    const bool vec = (((uintptr_t)x | (uintptr_t)y) & 15) == 0;
     float ss = 0.0f;
     for (int i = t; i < n; i += T) ss = fmaf(x[i], x[i], ss);
 #pragma unroll
@@ -55,18 +58,33 @@ __global__ void __launch_bounds__(T)
         for (int base = c0 + t - lane, j = 0; base < c1; base += T, j++) {
             const int c = base + lane;
             const bool ok = c < c1;
-            float v[8], wk[8];
+            float v[8], wk[8], xv[8];
             if (wpre) {
                 const float4 a = j == 0 ? wv[0] : wv[2], b = j == 0 ? wv[1] : wv[3];
                 wk[0] = a.x, wk[1] = a.y, wk[2] = a.z, wk[3] = a.w, wk[4] = b.x, wk[5] = b.y, wk[6] = b.z,
                 wk[7] = b.w;
             }
+            const int k0 = 8 * (ok ? c : 0);
+            if (vec) { // the chunk's 8 elements as two 16-byte loads (and stores below)
+                const float4 a = *reinterpret_cast<const float4 *>(x + k0),
+                             b = *reinterpret_cast<const float4 *>(x + k0 + 4);
+                xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z,
+                xv[7] = b.w;
+            } else {
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const int k = 8 * (ok ? c : 0) + e; // the same expression as y[i] below
-                const float wke = wpre ? wk[e] : w ? w[k] : 1.0f;
-                v[e] = w ? wke * (x[k] * inv) : x[k] * inv;
-                if (ok) y[k] = v[e];
+                for (int e = 0; e < 8; e++) xv[e] = x[k0 + e];
+            }
+#pragma unroll
+            for (int e = 0; e < 8; e++) { // the same expression as y[i] below
+                const float wke = wpre ? wk[e] : w ? w[k0 + e] : 1.0f;
+                v[e] = w ? wke * (xv[e] * inv) : xv[e] * inv;
+            }
+            if (ok && y && vec) {
+                *reinterpret_cast<float4 *>(y + k0) = make_float4(v[0], v[1], v[2], v[3]);
+                *reinterpret_cast<float4 *>(y + k0 + 4) = make_float4(v[4], v[5], v[6], v[7]);
+            } else if (ok && y) {
+#pragma unroll
+                for (int e = 0; e < 8; e++) y[k0 + e] = v[e];
             }
             const float s = q4_prep_chunk(v, Fr + (ok ? c >> 2 : 0) * 32, c & 3, ok, f16);
             if (ok && (c & 3) == 0) Sr[c >> 2] = s;
@@ -163,7 +181,7 @@ extern "C" cudaError_t weft_cu_rmsnorm(float *Y, int64_t ldy, const float *X, in
 extern "C" cudaError_t weft_cu_rmsnorm_xq(float *Y, int64_t ldy, const float *X, int64_t ldx,
                                           const int *rowmap, const float *w, int n_rows, int n, float eps,
                                           const weft_cu_xq *xq, cudaStream_t stream) {
-    if (xq->K != n || n % 32 || Y == X) return cudaErrorInvalidValue;
+    if (xq->K != n || n % 32 || Y == X) return cudaErrorInvalidValue; // (Y NULL: no fp32 copy)
     return rmsnorm_launch(Y, ldy, X, ldx, rowmap, w, n_rows, n, eps, xq->f, xq->s, xq->f16 != 0, stream);
 }
 
