@@ -16,6 +16,9 @@
 // partial (m, l, o) to scratch and attention.cu's combine kernel folds the spans in ascending order — step
 // for step what attention.cu's span and combine kernels compute, so a row gives the same bits whichever
 // kernel runs it, whatever rows share its tile and however many warps and spans a block takes.
+// A key block that every row of a warp sees whole (all but a tile's last one or two) runs attn_block's FULL
+// form in the default 8-warp kernels: no mask and no liveness selects — the same operations on the same
+// values (the tile kernel 11% fewer instructions, 9% faster: bench/NOTES.md session 26).
 // The wgmma form (warps = -8: f16, d = 128, sm_90a; attn_wgmma.cuh) computes each key block's step on wgmma,
 // a warpgroup's 64 row-heads at once, with the same bits (bench_cuda_attention); not the default: at parity
 // with the mma.sync form (harness +1%, model prefill 8k −1.4%; bench/NOTES.md session 19).
@@ -269,10 +272,10 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 2
             wg_last = max(wg_last, rows[r0 + rr].pos);
     }
 
+    sf.reset();
     for (int kb = kb0; kb < kb1; kb++) {
         const int t0 = kb * KB, span = kb / SPAN, span_last = min(span * SPAN + SPAN, nblk) - 1;
-        st.ready(kb, kb1);              // (the first call's barrier also publishes Q)
-        if (kb % SPAN == 0) sf.reset(); // a span's partials start empty
+        st.ready(kb, kb1); // (the first call's barrier also publishes Q)
         sf.live[0] = pos[0] >= t0;
         sf.live[1] = pos[1] >= t0;
         if constexpr (WG) {
@@ -281,9 +284,19 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 2
             attn_block_wg<DMAX, RH, !WG2>(q_wg, st.k_stage(kb), st.v_stage(kb), pos, t0, scale, sf);
 #endif
         } else {
-            if (!__any_sync(0xffffffffu, sf.live[0] || sf.live[1])) continue; // the warp's rows end before kb
-            attn_block<DMAX, decltype(st.src(aq, kb)), SpanFold<DMAX>, false, F16>(st.src(aq, kb), pos, t0, d,
-                                                                                   scale, sf);
+            using Src = decltype(st.src(aq, kb));
+            // Every row of the warp sees the whole block (all but a tile's last one or two blocks): the
+            // same step without the mask and the liveness selects (live is true for every row: set as
+            // constants, the values they have, so that the compiler drops the selects).
+            if (NW == 8 && __all_sync(0xffffffffu, min(pos[0], pos[1]) >= t0 + KB - 1)) {
+                sf.live[0] = sf.live[1] = true;
+                attn_block<DMAX, Src, SpanFold<DMAX>, false, F16, true>(st.src(aq, kb), pos, t0, d, scale,
+                                                                        sf);
+            } else {
+                if (!__any_sync(0xffffffffu, sf.live[0] || sf.live[1]))
+                    continue; // the warp's rows end before kb
+                attn_block<DMAX, Src, SpanFold<DMAX>, false, F16>(st.src(aq, kb), pos, t0, d, scale, sf);
+            }
         }
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -327,6 +340,10 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 2
                 }
             }
         }
+        // The next span's partials start empty (reset here, where it is a branch taken once per span, not at
+        // the top, where it was compiled into 68 selects per block; a warp or warpgroup that skipped a block
+        // above has no rows left, so the reset it misses is never read).
+        if (kb == span_last) sf.reset();
     }
 }
 

@@ -52,7 +52,13 @@ struct AttnBlock {
 // past pos[r] masked, the rows' m_b and l_b, p = 2^(s − m_b) in place, and P as A fragments split as
 // attn_split (k step kk: keys 16kk .. = n-tiles 2kk (a0, a1) and 2kk + 1 (a2, a3)). attn_block and the wgmma
 // form (attn_wgmma.cuh) both call it, so both give these bits.
-template <bool F16>
+// FULL: the caller knows that every key of the block is visible to both rows (t0 + KB − 1 <= pos[r]): the
+// mask is skipped (it would keep every score), and a score of −∞ (only from infinite operands) gets its p =
+// +0 from exp2f(−∞ − m) = +0 (CUDA's exp2f: exp2f(−∞) = +0) rather than from a test per score: with m finite
+// that is the +0 the test gave; a row whose scores are all −∞ (m = −∞: −∞ − −∞ would be NaN) subtracts 0
+// instead, so its p are +0 as before; NaN and +∞ scores give what they gave (exp2f(NaN) = NaN, exp2f(+∞ − +∞)
+// = NaN).
+template <bool F16, bool FULL = false>
 __device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int pos[2], int t0,
                                                   uint32_t (&ph)[2][4], uint32_t (&pl)[2][4]) {
     const int t = threadIdx.x & 3;
@@ -65,19 +71,25 @@ __device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int po
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int i = 2 * r + c;
-                const bool valid = t0 + 8 * nt + 2 * t + c <= pos[r];
-                p[nt][i] = valid ? p[nt][i] : -INFINITY;
+                if constexpr (!FULL) {
+                    const bool valid = t0 + 8 * nt + 2 * t + c <= pos[r];
+                    p[nt][i] = valid ? p[nt][i] : -INFINITY;
+                }
                 mx = fmaxf(mx, p[nt][i]);
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mz = mx == -INFINITY ? 0.0f : mx; // (FULL: above)
         float l = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
             for (int c = 0; c < 2; c++) {
                 const int i = 2 * r + c;
-                p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : exp2f(__fsub_rn(p[nt][i], mx));
+                if constexpr (FULL)
+                    p[nt][i] = exp2f(__fsub_rn(p[nt][i], mz));
+                else
+                    p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : exp2f(__fsub_rn(p[nt][i], mx));
                 l = __fadd_rn(l, p[nt][i]);
             }
         l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
@@ -111,7 +123,7 @@ __device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int po
 // w_share and every warp reads all of them back: each score is the same mma sequence on the same operands
 // whichever warp computes it, so the bits are those of the redundant form. The SHARED_SCORES form contains
 // two block barriers; the other form none (warps may compute different key blocks).
-template <int DMAX, class Src, class Out, bool SHARED_SCORES = false, bool F16 = false>
+template <int DMAX, class Src, class Out, bool SHARED_SCORES = false, bool F16 = false, bool FULL = false>
 __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int t0, int d, float scale,
                                            Out &out, int w_share = 0, int nw_share = 1, float *sx = nullptr) {
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
@@ -201,7 +213,7 @@ __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int
             for (int i = 0; i < 4; i++) p[nt][i] = sx[(g + 8 * (i / 2)) * 32 + 8 * nt + 2 * t + i % 2];
     }
     uint32_t ph[2][4], pl[2][4];
-    const AttnBlock blk = attn_softmax<F16>(p, pos, t0, ph, pl);
+    const AttnBlock blk = attn_softmax<F16, FULL>(p, pos, t0, ph, pl);
     out.begin(blk);
 #pragma unroll
     for (int nt = 0; nt < DMAX / 8; nt++) {
