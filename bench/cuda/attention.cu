@@ -363,6 +363,10 @@ int main(int argc, char **argv) {
     check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}}, 1);
     // the wgmma form's cases (f16, d = 128): 8 and 16 heads per kv head, spans folded in the block
     check_tiles(Case{64, 8, 128, 2048}, {{250, 20}, {1020, 9}}, 1);
+    // One head per kv head (128-row tiles): a warp whose rows end inside a span skips that span's last block
+    // (and its span reset) while the tile's later warps go on into the next span (session 26 review).
+    check_tiles(Case{8, 8, 64, 1024}, {{400, 128}}, 1);
+    check_tiles(Case{8, 8, 128, 1024}, {{400, 128}}, 1);
     check_tiles(Case{16, 1, 128, 1024}, {{0, 9}, {300, 40}, {511, 1}}, 1);
     check_tiles(Case{32, 8, 128, 4096}, {{0, 600}, {2000, 500}}, 1);
     for (int G : {1, 2, 3, 6, 7}) // the other heads per kv head (review of session 19)

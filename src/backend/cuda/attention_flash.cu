@@ -16,7 +16,8 @@
 // partial (m, l, o) to scratch and attention.cu's combine kernel folds the spans in ascending order — step
 // for step what attention.cu's span and combine kernels compute, so a row gives the same bits whichever
 // kernel runs it, whatever rows share its tile and however many warps and spans a block takes.
-// A key block that every row of a warp sees whole (all but a tile's last one or two) runs attn_block's FULL
+// A key block that every row of a warp sees whole (all but a tile's last one or two; never for a warp holding
+// a padded row, with 3, 5, 6 or 7 heads per kv head) runs attn_block's FULL
 // form in the default 8-warp kernels: no mask and no liveness selects — the same operations on the same
 // values (the tile kernel 11% fewer instructions, 9% faster: bench/NOTES.md session 26).
 // The wgmma form (warps = -8: f16, d = 128, sm_90a; attn_wgmma.cuh) computes each key block's step on wgmma,
@@ -285,9 +286,10 @@ __global__ void __launch_bounds__(NW * 32, WG        ? 2
 #endif
         } else {
             using Src = decltype(st.src(aq, kb));
-            // Every row of the warp sees the whole block (all but a tile's last one or two blocks): the
-            // same step without the mask and the liveness selects (live is true for every row: set as
-            // constants, the values they have, so that the compiler drops the selects).
+            // Every row of the warp sees the whole block (all but a tile's last one or two blocks; a warp
+            // with a padded row, pos −1, never): the same step without the mask and the liveness selects
+            // (live is true for every row: set as constants, the values they have, so that the compiler drops
+            // the selects).
             if (NW == 8 && __all_sync(0xffffffffu, min(pos[0], pos[1]) >= t0 + KB - 1)) {
                 sf.live[0] = sf.live[1] = true;
                 attn_block<DMAX, Src, SpanFold<DMAX>, false, F16, true>(st.src(aq, kb), pos, t0, d, scale,

@@ -79,7 +79,6 @@ __device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int po
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mz = mx == -INFINITY ? 0.0f : mx; // (FULL: above)
         float l = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
@@ -87,7 +86,7 @@ __device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int po
             for (int c = 0; c < 2; c++) {
                 const int i = 2 * r + c;
                 if constexpr (FULL)
-                    p[nt][i] = exp2f(__fsub_rn(p[nt][i], mz));
+                    p[nt][i] = exp2f(__fsub_rn(p[nt][i], mx == -INFINITY ? 0.0f : mx)); // (above)
                 else
                     p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : exp2f(__fsub_rn(p[nt][i], mx));
                 l = __fadd_rn(l, p[nt][i]);
@@ -117,12 +116,14 @@ __device__ __forceinline__ AttnBlock attn_softmax(float (&p)[4][4], const int po
 // of 16, ≤ DMAX). Calls out.begin(blk) with the rows' m_b and l_b, then out.tile(nt, o) for each 8-dim n-tile
 // of o_b (o[0], o[1]: row g, dims 8nt + 2t, +1; o[2], o[3]: row g + 8). A row without a visible key gets
 // m = −∞ and l = 0 (its o is meaningless; callers skip it).
-// nw_share warps may compute the same block together: each computes the scores (the same bits) and the
-// n-tiles nt ≡ w_share (mod nw_share) of o_b. With SHARED_SCORES (nw_share >= 4 warps that are the whole
-// thread block; sx: shared memory [16][32] floats), warp w_share < 4 computes only the scores of n-tile
-// w_share and every warp reads all of them back: each score is the same mma sequence on the same operands
-// whichever warp computes it, so the bits are those of the redundant form. The SHARED_SCORES form contains
-// two block barriers; the other form none (warps may compute different key blocks).
+// FULL (attn_softmax's): only when every row of the warp sees all KB keys (t0 + KB − 1 <= pos[r] for both
+// rows of every lane): the mask is then skipped. nw_share warps may compute the same block together: each
+// computes the scores (the same bits) and the n-tiles nt ≡ w_share (mod nw_share) of o_b. With SHARED_SCORES
+// (nw_share >= 4 warps that are the whole thread block; sx: shared memory [16][32] floats), warp w_share < 4
+// computes only the scores of n-tile w_share and every warp reads all of them back: each score is the same
+// mma sequence on the same operands whichever warp computes it, so the bits are those of the redundant form.
+// The SHARED_SCORES form contains two block barriers; the other form none (warps may compute different key
+// blocks).
 template <int DMAX, class Src, class Out, bool SHARED_SCORES = false, bool F16 = false, bool FULL = false>
 __device__ __forceinline__ void attn_block(const Src &src, const int pos[2], int t0, int d, float scale,
                                            Out &out, int w_share = 0, int nw_share = 1, float *sx = nullptr) {
