@@ -17,9 +17,9 @@
 // for step what attention.cu's span and combine kernels compute, so a row gives the same bits whichever
 // kernel runs it, whatever rows share its tile and however many warps and spans a block takes.
 // A key block that every row of a warp sees whole (all but a tile's last one or two; never for a warp holding
-// a padded row, with 3, 5, 6 or 7 heads per kv head) runs attn_block's FULL
-// form in the default 8-warp kernels: no mask and no liveness selects — the same operations on the same
-// values (the tile kernel 11% fewer instructions, 9% faster: bench/NOTES.md session 26).
+// a padded row, with 3, 5, 6 or 7 heads per kv head) runs attn_block's FULL form in the default 8-warp
+// kernels: no mask and no liveness selects — the same operations on the same values (the tile kernel 11%
+// fewer instructions, 9% faster: bench/NOTES.md session 26).
 // The wgmma form (warps = -8: f16, d = 128, sm_90a; attn_wgmma.cuh) computes each key block's step on wgmma,
 // a warpgroup's 64 row-heads at once, with the same bits (bench_cuda_attention); not the default: at parity
 // with the mma.sync form (harness +1%, model prefill 8k −1.4%; bench/NOTES.md session 19).
