@@ -23,11 +23,11 @@
 // only the hi words, column n = activation row n, and each step is one m64n64k16 — half the tensor work per
 // output — whose accumulators are outputs: the fold is fmaf(s, d, acc) per output, the value q4_fold gives
 // the mma.sync kernels (the same .f16 products) from the same buffer. Past 64 rows (not split) the f16 form
-// takes 128 activation rows per block: each step one m64n128k16 (B = 128 columns, as the hi/lo form's), 64
-// outputs per thread in one accumulator set, each group folded as soon as its wgmma lands (the two consumer
-// warpgroups take turns on the tensor cores), a 2-stage ring (shared memory). Every output sees the same
-// wgmma column sums and folds as in the 64-row tiles (bench_cuda_matmul compares them bit for bit); per
-// useful FLOP it decodes A and issues wgmma half as often.
+// takes 128 activation rows per block: B = 128 columns (as the hi/lo form's), 64 outputs per thread in one
+// accumulator set computed as two m64n64k16 halves, one half in flight while the other is folded
+// (block_halves), a 2-stage ring (shared memory). Every output sees the same wgmma column sums and folds as
+// in the 64-row tiles (bench_cuda_matmul compares them bit for bit); per useful FLOP it decodes A half as
+// often.
 //
 // Split K (weft_cu_gemm_q4w_sk, few rows on small weights, whose 128-row tile blocks alone leave most SMs
 // idle): blockIdx.z = r of NZ takes the slots r, r + NZ, ... (slot_walk.h's walk of block r of NZ), writes
@@ -67,10 +67,10 @@ constexpr int WTILES = 8; // weight tiles per block
 
 // The shape of B and of the accumulators for R activation rows per block: hi and lo (H1 false, R = 64: column
 // n = part n % 2 of activation row n / 2, n8 column block = an activation quad) or hi only (H1: column n =
-// activation row n; R = 64: one m64n64k16 per step, R = 128: one m64n128k16, and one accumulator set — ONE —
-// since 64 outputs per thread leave no registers for a second; the two consumer warpgroups then take turns on
-// the tensor cores). (A deeper ring for the bulk copies, in the shared memory of their unused copy buffers,
-// measured slower in sessions 19–20 and was removed: bench/NOTES.md session 18 item 8, session 19.)
+// activation row n; R = 64: one m64n64k16 per step; R = 128: one accumulator set — ONE — since 64 outputs per
+// thread leave no registers for a second, each step as two m64n64k16 halves of 64 columns, block_halves). (A
+// deeper ring for the bulk copies, in the shared memory of their unused copy buffers, measured slower in
+// sessions 19–20 and was removed: bench/NOTES.md session 18 item 8, session 19.)
 template <bool H1, int R = WR> struct WShape {
     static_assert(R == WR || (H1 && R == 2 * WR), "128-row tiles are the f16 form's");
     static constexpr int NB8 = H1 ? R / 8 : R / 4; // n8 column blocks of B (4 accumulators each)
@@ -456,24 +456,17 @@ __global__ void __launch_bounds__(WTHREADS, 1)
 #pragma unroll
             for (int s = 0; s < 2; s++) { // the group's first step starts from zero (scale-d = 0)
                 const uint64_t desc = wgmma_desc(&S.b[st][2 * j + s][0][0][0][0], 128, 256);
-                if constexpr (Sh::ONE)
-                    wgmma_m64n128k16<true>(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
-                                           P[js][1][2 * s + 1], desc, js + s > 0);
-                else if constexpr (H1)
+                if constexpr (H1 && !Sh::ONE) // (ONE: block_halves; this lambda is not called)
                     wgmma_m64n64k16_f16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
                                         P[js][1][2 * s + 1], desc, js + s > 0);
-                else
+                else if constexpr (!H1)
                     wgmma_m64n128k16(D, P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
                                      P[js][1][2 * s + 1], desc, js + s > 0);
             }
         }
         wgmma_commit();
-        if constexpr (Sh::ONE) {
-            wgmma_wait<0>(); // this group has landed: it is folded below, as the pending one
-        } else {
-            wgmma_wait<1>(); // the pending group (the other set) has landed
-            if (pending) fold(Dp);
-        }
+        wgmma_wait<1>(); // the pending group (the other set) has landed
+        if (pending) fold(Dp);
         pend.s0 = cur.sg.get(gi);
         pend.s1 = cur.sh.get(gi);
         pend.b0 = q4_affine<MODE> ? q4_affine_b(pend.s0, cur.bg.get(gi)) : 0.0f;
@@ -482,9 +475,91 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         pend.gi = gi;
         pend.slot_end = blk_slot_end && gi == GPB - 1;
         pending = true;
-        if constexpr (Sh::ONE) {
-            fold(D);
-            pending = false;
+    };
+
+    // The 128-row tiles' K block (ONE) in halves: each group's 128 columns as two m64n64k16 chains, A
+    // (n8 blocks 0..7, DH[0]) and B (8..15, DH[1]), so that one half is always in flight while the other is
+    // folded — B of group gi while A of gi is folded, A of gi + 1 while B of gi is. Every output is folded
+    // group after group in the same order with the same operands (an output element of m64n64k16 is the one
+    // of m64n128k16 in its column: the hardware's per-element order): the same bits. The decoded A of
+    // consecutive groups alternates between two register sets (B of gi still reads P[gi % 2] while gi + 1 is
+    // decoded). Session 27: the single m64n128k16 per step, its fold waiting for it, had the tensor pipe 39%
+    // busy and the consumers 23% of their samples on the wgmma wait; in halves 42% and 3% — 14336x4096 at
+    // 2,048 rows 0.233 -> 0.220 ms, model prefill 2k +4.7%, 8k +3.7% (bench/NOTES.md session 27).
+    float DH[2][32];
+    const auto half_issue = [&](int st, int gi, int hf, const uint32_t(&P)[SPB][2][4]) {
+        wgmma_fence();
+#pragma unroll
+        for (int js = 0; js < SPB; js++)
+#pragma unroll
+            for (int s = 0; s < 2; s++) {
+                const uint64_t desc =
+                    wgmma_desc(&S.b[st][2 * (gi * SPB + js) + s][8 * hf][0][0][0], 128, 256);
+                wgmma_m64n64k16_f16(DH[hf], P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                    P[js][1][2 * s + 1], desc, js + s > 0);
+            }
+        wgmma_commit();
+    };
+    const auto half_decode = [&](int gi, uint32_t(&P)[SPB][2][4]) {
+#pragma unroll
+        for (int js = 0; js < SPB; js++) {
+            uint32_t wg = live ? cur.wg[gi * SPB + js] : 0u, wh = live ? cur.wh[gi * SPB + js] : 0u;
+            wgmma_pin(wg);
+            wgmma_pin(wh);
+            q4_dec_word<false, H1>(wg, P[js][0]);
+            q4_dec_word<false, H1>(wh, P[js][1]);
+#pragma unroll
+            for (int e = 0; e < 8; e++) wgmma_pin(P[js][e / 4][e % 4]);
+        }
+    };
+    const auto half_fold = [&](int st, int gi, int hf) {
+#pragma unroll
+        for (int e = 0; e < 32; e++) wgmma_pin(DH[hf][e]); // no read of DH before the wait
+        const float s0 = cur.sg.get(gi), s1 = cur.sh.get(gi);
+        const float b0 = q4_affine<MODE> ? q4_affine_b(s0, cur.bg.get(gi)) : 0.0f;
+        const float b1 = q4_affine<MODE> ? q4_affine_b(s1, cur.bh.get(gi)) : 0.0f;
+        pend.st = st;
+        pend.gi = gi;
+#pragma unroll
+        for (int qq = 0; qq < 8; qq++) {
+            const int q = 8 * hf + qq;
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const float sx = group_sx(8 * q + 2 * t + c);
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    q4_fold1<MODE>(acc[4 * q + 2 * h + c], h ? s1 : s0, h ? b1 : b0, sx,
+                                   DH[hf][4 * qq + 2 * h + c]);
+            }
+        }
+    };
+    const auto block_halves = [&](int st, bool blk_slot_end) {
+        uint32_t P[2][SPB][2][4];
+        half_decode(0, P[0]);
+        half_issue(st, 0, 0, P[0]);
+        half_issue(st, 0, 1, P[0]);
+#pragma unroll
+        for (int gi = 0; gi < GPB; gi++) {
+            wgmma_wait<1>(); // A of gi has landed (B of gi in flight)
+            half_fold(st, gi, 0);
+            if (gi + 1 < GPB) {
+                half_decode(gi + 1, P[(gi + 1) % 2]);
+                half_issue(st, gi + 1, 0, P[(gi + 1) % 2]);
+                wgmma_wait<1>(); // B of gi has landed (A of gi + 1 in flight)
+            } else {
+                wgmma_wait<0>();
+            }
+            half_fold(st, gi, 1);
+            if (gi + 1 < GPB) half_issue(st, gi + 1, 1, P[(gi + 1) % 2]);
+        }
+        if (blk_slot_end) {
+#pragma unroll
+            for (int e = 0; e < NOUT; e++) {
+                float &tq = S.tot[e][tid];
+                tq = slot == 0 ? acc[e] : __fadd_rn(tq, acc[e]);
+                acc[e] = 0.0f;
+            }
+            slot++;
         }
     };
 
@@ -507,14 +582,16 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             mbar_wait(&S.full[st], (uint32_t)(i / NS) & 1u);
         else
             bar_sync(BAR_FULL + st, WTHREADS);
+        if constexpr (Sh::ONE) {
+            block_halves(st, slot_end);
+        } else {
 #pragma unroll
-        for (int gp = 0; gp < GPB; gp += 2) {
-            group(gp, st, slot_end, D0, D1);
-            group(gp + 1, st, slot_end, Sh::ONE ? D0 : D1, D0);
-        }
-        // The block's last group is folded here: ptxas serializes every wgmma (C7514) when one stays in
-        // flight across the loop's back edge.
-        if constexpr (!Sh::ONE) {
+            for (int gp = 0; gp < GPB; gp += 2) {
+                group(gp, st, slot_end, D0, D1);
+                group(gp + 1, st, slot_end, D1, D0);
+            }
+            // The block's last group is folded here: ptxas serializes every wgmma (C7514) when one stays in
+            // flight across the loop's back edge.
             wgmma_wait<0>();
             fold(D1);
             pending = false;

@@ -35,7 +35,7 @@ __device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // d[64 x 128] += A (registers: a0..a3, this warp's 16 rows, mma.sync's A fragment) · B (descriptor, 16 x
-// 128), fp32 accumulators, bf16 inputs (F16: f16 inputs, the f16-activation GEMM's 128-row tiles). scale_d =
+// 128), fp32 accumulators, bf16 inputs (the hi/lo GEMM's step). scale_d =
 // 1: d is an input (d += A·B); 0: d = A·B (the GEMM's first step of a scale group; equal to A·B + (+0.0) up
 // to the sign of a zero sum: gemm_q4w.cu's header).
 #define WEFT_WGMMA_N128(T)                                                                                   \
@@ -55,25 +55,19 @@ __device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
         "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),           \
         "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),           \
         "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-template <bool F16 = false>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2,
                                                  uint32_t a3, uint64_t desc, int scale_d = 1) {
-    if constexpr (F16)
-        asm volatile(WEFT_WGMMA_N128("f16")
-                     : WEFT_WGMMA_D64
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
-                     : "memory");
-    else
-        asm volatile(WEFT_WGMMA_N128("bf16")
-                     : WEFT_WGMMA_D64
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
-                     : "memory");
+    asm volatile(WEFT_WGMMA_N128("bf16")
+                 : WEFT_WGMMA_D64
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d)
+                 : "memory");
 }
 #undef WEFT_WGMMA_N128
 #undef WEFT_WGMMA_D64
 
 // d[64 x 64] += A · B (16 x 64) with f16 inputs, 32 accumulators per thread (columns 8b + 2t, +1 of blocks
-// b = 0..7). The f16-activation GEMM's step (gemm_q4w.cu).
+// b = 0..7). The f16-activation GEMM's step (gemm_q4w.cu: the 64-row tiles' step, and each half of the
+// 128-row tiles').
 __device__ __forceinline__ void wgmma_m64n64k16_f16(float (&d)[32], uint32_t a0, uint32_t a1, uint32_t a2,
                                                     uint32_t a3, uint64_t desc, int scale_d = 1) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
