@@ -487,14 +487,15 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     // busy and the consumers 23% of their samples on the wgmma wait; in halves 42% and 3% — 14336x4096 at
     // 2,048 rows 0.233 -> 0.220 ms, model prefill 2k +4.7%, 8k +3.7% (bench/NOTES.md session 27).
     float DH[2][32];
-    const auto half_issue = [&](int st, int gi, int hf, const uint32_t(&P)[SPB][2][4]) {
+    // (d0: the descriptor of the stage's step 0, n8 block 0; each step's half at a constant offset from it)
+    const auto half_issue = [&](uint64_t d0, int gi, int hf, const uint32_t(&P)[SPB][2][4]) {
+        constexpr uint32_t STEP = sizeof(S.b[0][0]), N8 = sizeof(S.b[0][0][0]);
         wgmma_fence();
 #pragma unroll
         for (int js = 0; js < SPB; js++)
 #pragma unroll
             for (int s = 0; s < 2; s++) {
-                const uint64_t desc =
-                    wgmma_desc(&S.b[st][2 * (gi * SPB + js) + s][8 * hf][0][0][0], 128, 256);
+                const uint64_t desc = wgmma_desc_add(d0, (2 * (gi * SPB + js) + s) * STEP + 8 * hf * N8);
                 wgmma_m64n64k16_f16(DH[hf], P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
                                     P[js][1][2 * s + 1], desc, js + s > 0);
             }
@@ -534,23 +535,24 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         }
     };
     const auto block_halves = [&](int st, bool blk_slot_end) {
+        const uint64_t d0 = wgmma_desc(&S.b[st][0][0][0][0][0], 128, 256);
         uint32_t P[2][SPB][2][4];
         half_decode(0, P[0]);
-        half_issue(st, 0, 0, P[0]);
-        half_issue(st, 0, 1, P[0]);
+        half_issue(d0, 0, 0, P[0]);
+        half_issue(d0, 0, 1, P[0]);
 #pragma unroll
         for (int gi = 0; gi < GPB; gi++) {
             wgmma_wait<1>(); // A of gi has landed (B of gi in flight)
             half_fold(st, gi, 0);
             if (gi + 1 < GPB) {
                 half_decode(gi + 1, P[(gi + 1) % 2]);
-                half_issue(st, gi + 1, 0, P[(gi + 1) % 2]);
+                half_issue(d0, gi + 1, 0, P[(gi + 1) % 2]);
                 wgmma_wait<1>(); // B of gi has landed (A of gi + 1 in flight)
             } else {
                 wgmma_wait<0>();
             }
             half_fold(st, gi, 1);
-            if (gi + 1 < GPB) half_issue(st, gi + 1, 1, P[(gi + 1) % 2]);
+            if (gi + 1 < GPB) half_issue(d0, gi + 1, 1, P[(gi + 1) % 2]);
         }
         if (blk_slot_end) {
 #pragma unroll
