@@ -235,27 +235,28 @@ __device__ __forceinline__ void w_producer_bulk(WSmem<SB, H1, R> &S, const uint3
 
 // w_xb_kernel: thread (row, sub-block) of the padded rows moves the row's 16 hi words of the sub-block from
 // weft_cu_xq order (word 4t + w = lane t's pair w) to the four core rows of steps 2j + w / 2, k half w % 2 —
-// WProd::transpose's map, for every row block of R rows and K block at once (rows past M: zeros). The 8
-// rows of a core row group are consecutive threads, so each of the four 16-byte stores of 8 threads is one
-// contiguous 128-byte run (a whole line where xb is 128-byte aligned, as cudaMalloc's; session 25: with the
-// sub-block fastest, every store was a lone half sector and the kernel took 11.5% of a 2k prefill, ≈ 6x its
-// bytes' time).
+// WProd::transpose's map, for every row block of R rows and K block at once (rows past M: zeros). Block
+// (x, y) takes sub-blocks 32x .. 32x + 31 of rows 8y .. 8y + 7 (the rows a multiple of 8): the 8 rows of a
+// core row group are consecutive threads, so each of the four 16-byte stores of 8 threads is one contiguous
+// 128-byte run (a whole line where xb is 128-byte aligned, as cudaMalloc's; session 25: with the sub-block
+// fastest, every store was a lone half sector and the kernel took 11.5% of a 2k prefill, ≈ 6x its bytes'
+// time), and no thread divides (session 27: a linear index split by 64-bit divisions made the kernel ≈ 240
+// SASS instructions for 64 bytes moved, ≈ 4x its bytes' time).
 template <int R>
 __global__ void __launch_bounds__(256)
-    w_xb_kernel(const uint32_t *__restrict__ XF, int M, int64_t nsub, uint32_t *xb, int64_t total) {
+    w_xb_kernel(const uint32_t *__restrict__ XF, int M, int nsub, uint32_t *xb) {
     constexpr int SB = 4, NB8 = R / 8, STAGE_WORDS = 2 * SB * NB8 * 64;
     weft_pdl_enter();
-    const int64_t idx = (int64_t)blockIdx.x * 256 + threadIdx.x;
-    if (idx >= total) return; // (total = padded rows x nsub, the rows a multiple of 8)
-    const int64_t grp = idx / 8, sub = grp % nsub, row = grp / nsub * 8 + idx % 8, nblk = nsub / SB;
+    const int sub = (int)blockIdx.x * 32 + (int)(threadIdx.x >> 3), r8 = (int)(threadIdx.x & 7);
+    const int row = (int)blockIdx.y * 8 + r8;
+    if (sub >= nsub) return;
     uint4 v[4] = {};
     if (row < M)
 #pragma unroll
         for (int t = 0; t < 4; t++)
-            v[t] = *reinterpret_cast<const uint4 *>(XF + (row * nsub + sub) * 32 + 4 * t);
-    const int64_t rb = row / R, kb = sub / SB;
-    const int rr = (int)(row % R), j = (int)(sub % SB), n8 = rr / 8, r8 = rr % 8;
-    uint32_t *dst = xb + (rb * nblk + kb) * STAGE_WORDS;
+            v[t] = *reinterpret_cast<const uint4 *>(XF + ((int64_t)row * nsub + sub) * 32 + 4 * t);
+    const int rb = row / R, kb = sub / SB, j = sub % SB, n8 = (row % R) / 8; // (R, SB: powers of two)
+    uint32_t *dst = xb + ((int64_t)rb * (nsub / SB) + kb) * STAGE_WORDS;
     auto wv = [&](const uint4 &u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; };
 #pragma unroll
     for (int w = 0; w < 4; w++)
@@ -670,9 +671,8 @@ cudaError_t w_launch_v(const WDev &d, const weft_cu_xq *xq, int M, const weft_cu
               ((uintptr_t)ek.xb & 15) == 0))
             ek.xb = nullptr;
         if (ek.xb) {
-            const int64_t total = rows_p * nsub;
-            e = weft_pdl_launch(w_xb_kernel<R>, dim3((unsigned)((total + 255) / 256)), dim3(256), 0, st,
-                                (const uint32_t *)xq->f, M, nsub, ek.xb, total);
+            e = weft_pdl_launch(w_xb_kernel<R>, dim3((unsigned)((nsub + 31) / 32), (unsigned)(rows_p / 8)),
+                                dim3(256), 0, st, (const uint32_t *)xq->f, M, (int)nsub, ek.xb);
             if (e != cudaSuccess) return e;
         }
         return weft_pdl_launch(kernel, grid, dim3(WTHREADS), smem, st, d, (const uint32_t *)xq->f,
