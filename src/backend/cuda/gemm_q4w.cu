@@ -43,8 +43,9 @@
 // had the tensor pipe 22% busy behind that data path (bench/NOTES.md session 18); measured 1.120 → 0.913 ms
 // (64-row tiles, 14336×4096 at 2,048 rows) and model prefill 8k 10,962 → 12,034 tok/s.
 // The consumers (warpgroups 0, 1) own weight tiles 4v .. 4v + 3 (warp w: tile 4v + w), keep their weight
-// words and scales in registers one K block ahead, and run two accumulator sets so that one group's wgmma
-// runs while the previous group is folded. setmaxnreg moves registers from the producer (56) to the
+// words and scales in registers one K block ahead, and keep a wgmma in flight while they fold: the 64-row
+// tiles in two accumulator sets (one group's wgmma runs while the previous group is folded), the 128-row
+// tiles in two halves of one set (block_halves). setmaxnreg moves registers from the producer (56) to the
 // consumers (224).
 #include "cuda_kernels.h"
 #include "pdl.cuh"
@@ -172,7 +173,8 @@ template <int MODE, int SB, bool H1, int RB = WR> struct WProd {
     }
 };
 
-// A scale group whose wgmma is in flight: what its fold needs once the accumulators have landed.
+// A scale group whose wgmma is in flight: what its fold needs once the accumulators have landed (the 64-row
+// tiles' two sets; block_halves folds each group itself).
 struct WPend {
     float s0, s1, b0, b1; // the two rows' scales (and affine offsets b + 8s) of the group
     int st, gi;           // its stage (sums xs[st]) and group index
@@ -372,8 +374,9 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     const int64_t wtile = live ? tile : 0;
     Stage<MODE, SDT, SB, GPB> cur, nxt;
 
-    // Two accumulator sets: group G's wgmma runs in set G % 2 while group G − 1's sums (the other set) are
-    // folded on the CUDA cores (session 9: one set waited for every group's wgmma before its fold).
+    // Two accumulator sets (64-row tiles): group G's wgmma runs in set G % 2 while group G − 1's sums (the
+    // other set) are folded on the CUDA cores (session 9: one set waited for every group's wgmma before its
+    // fold). The 128-row tiles (ONE) use DH below instead.
     // acc: hi and lo: acc[2q + h] = weight row g + 8h x activation row 4q + t; H1: acc[4q + 2h + c] = weight
     // row g + 8h x activation row 8q + 2t + c (the accumulator's own place).
     float D0[ND], D1[ND], acc[NOUT];
@@ -384,13 +387,13 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     int slot = 0;
 
     // The fold of the pending group from its accumulators D (landed: the caller waited).
-    // The group's 32-element sums of activation row a (AFFINE).
-    auto group_sx = [&](int a) {
+    // The 32-element sums of activation row a in group gi of stage st (AFFINE).
+    auto group_sx = [&](int a, int st, int gi) {
         float sx = 0.0f;
         if (q4_affine<MODE>) {
 #pragma unroll
             for (int js = 0; js < SPB; js++) {
-                const float ls = S.xs[pend.st][a][pend.gi * SPB + js];
+                const float ls = S.xs[st][a][gi * SPB + js];
                 sx = js == 0 ? ls : __fadd_rn(sx, ls);
             }
         }
@@ -404,7 +407,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             if constexpr (H1) { // q4_fold's expressions with hi + lo = d (the header)
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
-                    const float sx = group_sx(8 * q + 2 * t + c);
+                    const float sx = group_sx(8 * q + 2 * t + c, pend.st, pend.gi);
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
                         q4_fold1<MODE>(acc[4 * q + 2 * h + c], h ? pend.s1 : pend.s0, h ? pend.b1 : pend.b0,
@@ -413,7 +416,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                 }
             } else {
                 q4_fold<MODE>(&acc[2 * q], &D[4 * q], pend.s0, pend.s1, pend.b0, pend.b1,
-                              group_sx(4 * q + t));
+                              group_sx(4 * q + t, pend.st, pend.gi));
             }
         }
         if (pend.slot_end) { // the slot's sum joins the total (the first slot's sum is the total); SK: it
@@ -481,26 +484,31 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     // The 128-row tiles' K block (ONE) in halves: each group's 128 columns as two m64n64k16 chains, A
     // (n8 blocks 0..7, DH[0]) and B (8..15, DH[1]), so that one half is always in flight while the other is
     // folded — B of group gi while A of gi is folded, A of gi + 1 while B of gi is. Every output is folded
-    // group after group in the same order with the same operands (an output element of m64n64k16 is the one
-    // of m64n128k16 in its column: the hardware's per-element order): the same bits. The decoded A of
+    // group after group in the same order with the same operands, its column sums from the same
+    // m64n64k16.f16 steps as the 64-row tiles' (bench_cuda_matmul compares the two heights bit for bit, and
+    // session 27 checked the halves against the single m64n128k16 on the H200: matmul quick, replies): the
+    // same bits. The decoded A of
     // consecutive groups alternates between two register sets (B of gi still reads P[gi % 2] while gi + 1 is
     // decoded). Session 27: the single m64n128k16 per step, its fold waiting for it, had the tensor pipe 39%
     // busy and the consumers 23% of their samples on the wgmma wait; in halves 42% and 3% — 14336x4096 at
-    // 2,048 rows 0.233 -> 0.220 ms, model prefill 2k +4.7%, 8k +3.7% (bench/NOTES.md session 27).
+    // 2,048 rows 0.233 -> 0.220 ms, model prefill 2k +4.7%, 8k +3.7% (bench/NOTES.md session 27). (The
+    // helpers' bodies exist for the 128-row instances only: half_fold's indices assume 64 outputs.)
     float DH[2][32];
     // (d0: the descriptor of the stage's step 0, n8 block 0; each step's half at a constant offset from it)
     const auto half_issue = [&](uint64_t d0, int gi, int hf, const uint32_t(&P)[SPB][2][4]) {
-        constexpr uint32_t STEP = sizeof(S.b[0][0]), N8 = sizeof(S.b[0][0][0]);
-        wgmma_fence();
+        if constexpr (Sh::ONE) {
+            constexpr uint32_t STEP = sizeof(S.b[0][0]), N8 = sizeof(S.b[0][0][0]); // (multiples of 16)
+            wgmma_fence();
 #pragma unroll
-        for (int js = 0; js < SPB; js++)
+            for (int js = 0; js < SPB; js++)
 #pragma unroll
-            for (int s = 0; s < 2; s++) {
-                const uint64_t desc = wgmma_desc_add(d0, (2 * (gi * SPB + js) + s) * STEP + 8 * hf * N8);
-                wgmma_m64n64k16_f16(DH[hf], P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
-                                    P[js][1][2 * s + 1], desc, js + s > 0);
-            }
-        wgmma_commit();
+                for (int s = 0; s < 2; s++) {
+                    const uint64_t desc = wgmma_desc_add(d0, (2 * (gi * SPB + js) + s) * STEP + 8 * hf * N8);
+                    wgmma_m64n64k16_f16(DH[hf], P[js][0][2 * s], P[js][1][2 * s], P[js][0][2 * s + 1],
+                                        P[js][1][2 * s + 1], desc, js + s > 0);
+                }
+            wgmma_commit();
+        }
     };
     const auto half_decode = [&](int gi, uint32_t(&P)[SPB][2][4]) {
 #pragma unroll
@@ -515,23 +523,23 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         }
     };
     const auto half_fold = [&](int st, int gi, int hf) {
+        if constexpr (Sh::ONE) {
 #pragma unroll
-        for (int e = 0; e < 32; e++) wgmma_pin(DH[hf][e]); // no read of DH before the wait
-        const float s0 = cur.sg.get(gi), s1 = cur.sh.get(gi);
-        const float b0 = q4_affine<MODE> ? q4_affine_b(s0, cur.bg.get(gi)) : 0.0f;
-        const float b1 = q4_affine<MODE> ? q4_affine_b(s1, cur.bh.get(gi)) : 0.0f;
-        pend.st = st;
-        pend.gi = gi;
+            for (int e = 0; e < 32; e++) wgmma_pin(DH[hf][e]); // no read of DH before the wait
+            const float s0 = cur.sg.get(gi), s1 = cur.sh.get(gi);
+            const float b0 = q4_affine<MODE> ? q4_affine_b(s0, cur.bg.get(gi)) : 0.0f;
+            const float b1 = q4_affine<MODE> ? q4_affine_b(s1, cur.bh.get(gi)) : 0.0f;
 #pragma unroll
-        for (int qq = 0; qq < 8; qq++) {
-            const int q = 8 * hf + qq;
+            for (int qq = 0; qq < 8; qq++) {
+                const int q = 8 * hf + qq;
 #pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const float sx = group_sx(8 * q + 2 * t + c);
+                for (int c = 0; c < 2; c++) {
+                    const float sx = group_sx(8 * q + 2 * t + c, st, gi);
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    q4_fold1<MODE>(acc[4 * q + 2 * h + c], h ? s1 : s0, h ? b1 : b0, sx,
-                                   DH[hf][4 * qq + 2 * h + c]);
+                    for (int h = 0; h < 2; h++)
+                        q4_fold1<MODE>(acc[4 * q + 2 * h + c], h ? s1 : s0, h ? b1 : b0, sx,
+                                       DH[hf][4 * qq + 2 * h + c]);
+                }
             }
         }
     };

@@ -43,9 +43,9 @@ __device__ __forceinline__ __attribute__((unused)) void wgmma_pin(uint32_t &x) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // d[64 x 128] += A (registers: a0..a3, this warp's 16 rows, mma.sync's A fragment) · B (descriptor, 16 x
-// 128), fp32 accumulators, bf16 inputs (the hi/lo GEMM's step). scale_d =
-// 1: d is an input (d += A·B); 0: d = A·B (the GEMM's first step of a scale group; equal to A·B + (+0.0) up
-// to the sign of a zero sum: gemm_q4w.cu's header).
+// 128), fp32 accumulators, bf16 inputs (the hi/lo GEMM's step). scale_d = 1: d is an input (d += A·B); 0: d =
+// A·B (the GEMM's first step of a scale group; equal to A·B + (+0.0) up to the sign of a zero sum:
+// gemm_q4w.cu's header).
 #define WEFT_WGMMA_N128(T)                                                                                   \
     "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                             \
     "wgmma.mma_async.sync.aligned.m64n128k16.f32." T "." T " "                                               \
