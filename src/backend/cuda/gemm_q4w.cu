@@ -434,10 +434,8 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             slot++;
         }
     };
-    // Group gi of the K block in stage st: decode its A, issue its wgmma into D, then fold the pending group
-    // from Dp once it has landed; the group becomes the pending one.
-    auto group = [&](int gi, int st, bool blk_slot_end, float(&D)[ND], float(&Dp)[ND]) {
-        uint32_t P[SPB][2][4];
+    // Group gi's A (the decoded weights of its sub-blocks) into P.
+    const auto decode_a = [&](int gi, uint32_t(&P)[SPB][2][4]) {
 #pragma unroll
         for (int js = 0; js < SPB; js++) {
             // pinned: the decode stays here (hoisting every group's decoded A runs out of registers)
@@ -453,6 +451,12 @@ __global__ void __launch_bounds__(WTHREADS, 1)
         for (int js = 0; js < SPB; js++)
 #pragma unroll
             for (int e = 0; e < 8; e++) wgmma_pin(P[js][e / 4][e % 4]);
+    };
+    // Group gi of the K block in stage st: decode its A, issue its wgmma into D, then fold the pending group
+    // from Dp once it has landed; the group becomes the pending one.
+    auto group = [&](int gi, int st, bool blk_slot_end, float(&D)[ND], float(&Dp)[ND]) {
+        uint32_t P[SPB][2][4];
+        decode_a(gi, P);
         wgmma_fence();
 #pragma unroll
         for (int js = 0; js < SPB; js++) {
@@ -510,18 +514,6 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             wgmma_commit();
         }
     };
-    const auto half_decode = [&](int gi, uint32_t(&P)[SPB][2][4]) {
-#pragma unroll
-        for (int js = 0; js < SPB; js++) {
-            uint32_t wg = live ? cur.wg[gi * SPB + js] : 0u, wh = live ? cur.wh[gi * SPB + js] : 0u;
-            wgmma_pin(wg);
-            wgmma_pin(wh);
-            q4_dec_word<false, H1>(wg, P[js][0]);
-            q4_dec_word<false, H1>(wh, P[js][1]);
-#pragma unroll
-            for (int e = 0; e < 8; e++) wgmma_pin(P[js][e / 4][e % 4]);
-        }
-    };
     const auto half_fold = [&](int st, int gi, int hf) {
         if constexpr (Sh::ONE) {
 #pragma unroll
@@ -546,7 +538,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     const auto block_halves = [&](int st, bool blk_slot_end) {
         const uint64_t d0 = wgmma_desc(&S.b[st][0][0][0][0][0], 128, 256);
         uint32_t P[2][SPB][2][4];
-        half_decode(0, P[0]);
+        decode_a(0, P[0]);
         half_issue(d0, 0, 0, P[0]);
         half_issue(d0, 0, 1, P[0]);
 #pragma unroll
@@ -554,7 +546,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             wgmma_wait<1>(); // A of gi has landed (B of gi in flight)
             half_fold(st, gi, 0);
             if (gi + 1 < GPB) {
-                half_decode(gi + 1, P[(gi + 1) % 2]);
+                decode_a(gi + 1, P[(gi + 1) % 2]);
                 half_issue(d0, gi + 1, 0, P[(gi + 1) % 2]);
                 wgmma_wait<1>(); // B of gi has landed (A of gi + 1 in flight)
             } else {
