@@ -339,7 +339,8 @@ int main(int argc, char **argv) {
     check_tiles(Case{16, 1, 64, 512}, {{0, 9}, {300, 40}});     // 16 heads per kv head
     check_tiles(Case{24, 8, 96, 1024}, {{0, 70}, {250, 30}, {600, 21}}); // head dim 96, 3 heads per kv head
     check_tiles(Case{6, 2, 48, 1024}, {{200, 90}, {0, 5}});              // head dim 48
-    check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}});          // 7 heads per kv head
+    check_tiles(Case{4, 2, 32, 1024}, {{200, 90}, {0, 5}}); // head dim 32 past one span (session 27 review)
+    check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}}); // 7 heads per kv head
     // 35 tiles x 8 kv heads >= 256 pairs: the default shape folds the spans in the block (rows of 10 spans)
     check_tiles(Case{32, 8, 128, 4096}, {{0, 600}, {2000, 500}});
     // f16 operands (--activations f16): tiles == per-row kernel bit for bit, rows alone == the batch
@@ -358,6 +359,7 @@ int main(int argc, char **argv) {
     run_case(Case{10, 2, 160, 1024}, mid1k, 8, 1);
     run_case(Case{10, 2, 80, 1024}, mid1k, 8); // head dim 80 in fp32 mode too
     check_tiles(Case{6, 2, 48, 1024}, {{200, 90}, {0, 5}}, 1);
+    check_tiles(Case{4, 2, 32, 1024}, {{200, 90}, {0, 5}}, 1);
     check_tiles(Case{10, 2, 80, 1024}, {{0, 70}, {300, 41}}, 1);
     check_tiles(Case{10, 2, 80, 1024}, {{0, 70}, {300, 41}});
     check_tiles(Case{14, 2, 64, 1024}, {{240, 40}, {500, 13}}, 1);
