@@ -386,6 +386,21 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     bool pending = false;
     int slot = 0;
 
+    // The slot's sum joins the total (the first slot's sum is the total); SK: it goes to epi.part (local slot
+    // `slot` is slot rz + NZ·slot). At the slot's last group, after its fold.
+    const auto slot_done = [&]() {
+#pragma unroll
+        for (int e = 0; e < NOUT; e++) {
+            if constexpr (SK) {
+                if (live) part_j[((size_t)slot * NZ * NOUT + e) * 32] = acc[e];
+            } else {
+                float &tq = S.tot[e][tid];
+                tq = slot == 0 ? acc[e] : __fadd_rn(tq, acc[e]);
+            }
+            acc[e] = 0.0f;
+        }
+        slot++;
+    };
     // The fold of the pending group from its accumulators D (landed: the caller waited).
     // The 32-element sums of activation row a in group gi of stage st (AFFINE).
     auto group_sx = [&](int a, int st, int gi) {
@@ -419,20 +434,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
                               group_sx(4 * q + t, pend.st, pend.gi));
             }
         }
-        if (pend.slot_end) { // the slot's sum joins the total (the first slot's sum is the total); SK: it
-                             // goes to epi.part (local slot `slot` is slot rz + NZ·slot)
-#pragma unroll
-            for (int e = 0; e < NOUT; e++) {
-                if constexpr (SK) {
-                    if (live) part_j[((size_t)slot * NZ * NOUT + e) * 32] = acc[e];
-                } else {
-                    float &tq = S.tot[e][tid];
-                    tq = slot == 0 ? acc[e] : __fadd_rn(tq, acc[e]);
-                }
-                acc[e] = 0.0f;
-            }
-            slot++;
-        }
+        if (pend.slot_end) slot_done();
     };
     // Group gi's A (the decoded weights of its sub-blocks) into P.
     const auto decode_a = [&](int gi, uint32_t(&P)[SPB][2][4]) {
@@ -491,12 +493,12 @@ __global__ void __launch_bounds__(WTHREADS, 1)
     // group after group in the same order with the same operands, its column sums from the same
     // m64n64k16.f16 steps as the 64-row tiles' (bench_cuda_matmul compares the two heights bit for bit, and
     // session 27 checked the halves against the single m64n128k16 on the H200: matmul quick, replies): the
-    // same bits. The decoded A of
-    // consecutive groups alternates between two register sets (B of gi still reads P[gi % 2] while gi + 1 is
-    // decoded). Session 27: the single m64n128k16 per step, its fold waiting for it, had the tensor pipe 39%
-    // busy and the consumers 23% of their samples on the wgmma wait; in halves 42% and 3% — 14336x4096 at
-    // 2,048 rows 0.233 -> 0.220 ms, model prefill 2k +4.7%, 8k +3.7% (bench/NOTES.md session 27). (The
-    // helpers' bodies exist for the 128-row instances only: half_fold's indices assume 64 outputs.)
+    // same bits. The decoded A of consecutive groups alternates between two register sets (B of gi still
+    // reads P[gi % 2] while gi + 1 is decoded). Session 27: the single m64n128k16 per step, its fold waiting
+    // for it, had the tensor pipe 39% busy and the consumers 23% of their samples on the wgmma wait; in
+    // halves 42% and 3% — 14336x4096 at 2,048 rows 0.233 -> 0.220 ms, model prefill 2k +4.7%, 8k +3.7%
+    // (bench/NOTES.md session 27). (The helpers' bodies exist for the 128-row instances only: half_fold's
+    // indices assume 64 outputs.)
     float DH[2][32];
     // (d0: the descriptor of the stage's step 0, n8 block 0; each step's half at a constant offset from it)
     const auto half_issue = [&](uint64_t d0, int gi, int hf, const uint32_t(&P)[SPB][2][4]) {
@@ -555,15 +557,7 @@ __global__ void __launch_bounds__(WTHREADS, 1)
             half_fold(st, gi, 1);
             if (gi + 1 < GPB) half_issue(d0, gi + 1, 1, P[(gi + 1) % 2]);
         }
-        if (blk_slot_end) {
-#pragma unroll
-            for (int e = 0; e < NOUT; e++) {
-                float &tq = S.tot[e][tid];
-                tq = slot == 0 ? acc[e] : __fadd_rn(tq, acc[e]);
-                acc[e] = 0.0f;
-            }
-            slot++;
-        }
+        if (blk_slot_end) slot_done();
     };
 
     // cursors of the walk's next block to load and of the block computed
